@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+// runCommand implements "stencil run". It returns the process exit status:
+// 0 after a clean shutdown, 2 for bad flags or config, 1 for anything else.
+func runCommand(args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect] [--metrics-addr :8080] [--health-addr :8081] [-v N]")
+		fs.PrintDefaults()
+	}
+	configPath := fs.String("config", "", "path of the stencil config file (required)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
+	namespace := fs.String("namespace", "", "watch only this namespace (default: the namespaces each entry lists, or all)")
+	workers := fs.Int("workers", 4, "parallel reconciles")
+	qps := fs.Float64("qps", 50, "client-side QPS limit towards the API server")
+	burst := fs.Int("burst", 100, "client-side burst limit towards the API server")
+	leaderElect := fs.Bool("leader-elect", false, "run only while holding a Lease, so several replicas can run")
+	leaseNamespace := fs.String("leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader-election Lease")
+	leaseName := fs.String("leader-elect-id", "stencil", "name of the leader-election Lease; replicas that split the work use distinct names")
+	metricsAddr := fs.String("metrics-addr", ":8080", "listen address of /metrics; empty disables it")
+	healthAddr := fs.String("health-addr", ":8081", "listen address of /healthz and /readyz; empty disables it")
+	resync := fs.Duration("resync", 10*time.Minute, "period of the full resync that re-checks every resource")
+	klog.InitFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *configPath == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	logger := klog.FromContext(ctx)
+	ctx = klog.NewContext(ctx, logger)
+
+	cfg, err := gvr.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	sets, err := templates.LoadAll(cfg, templates.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+
+	metrics := controller.NewMetrics()
+	metrics.RegisterClientMetrics()
+	restConfig, err := clientConfig(*kubeconfig)
+	if err != nil {
+		logger.Error(err, "Loading kubeconfig")
+		return 1
+	}
+	restConfig.QPS, restConfig.Burst = float32(*qps), *burst
+	restConfig.UserAgent = "stencil/" + version
+
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		logger.Error(err, "Building dynamic client")
+		return 1
+	}
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		logger.Error(err, "Building clientset")
+		return 1
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	if err != nil {
+		logger.Error(err, "Building discovery client")
+		return 1
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+
+	c, err := controller.New(ctx, controller.Options{
+		Config: cfg, Sets: sets, Dynamic: dyn, Kube: kube, Mapper: mapper, Metrics: metrics,
+		Namespace: *namespace, Workers: *workers, ResyncPeriod: *resync,
+		LeaderElection: controller.LeaderElection{Enabled: *leaderElect, Namespace: *leaseNamespace, Name: *leaseName},
+		MetricsAddr:    *metricsAddr, HealthAddr: *healthAddr,
+	})
+	if err != nil {
+		logger.Error(err, "Starting controller")
+		return 1
+	}
+	logger.Info("Starting stencil", "version", version, "config", *configPath, "resources", len(cfg.Resources))
+	if err := c.Run(ctx); err != nil {
+		logger.Error(err, "Controller stopped")
+		klog.Flush()
+		return 1
+	}
+	logger.Info("Stopped cleanly")
+	klog.Flush()
+	return 0
+}
+
+// clientConfig loads the kubeconfig the usual way: the flag, then
+// $KUBECONFIG, then the in-cluster config.
+func clientConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

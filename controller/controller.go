@@ -1,0 +1,610 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+// FieldManager is the server-side apply field manager of every write stencil makes.
+const FieldManager = "stencil"
+
+// AnnotationPaused on a custom resource, set to "true", stops every write for it.
+const AnnotationPaused = "stencil.dev/paused"
+
+// annotationAppliedHash records, on each child, a hash of what stencil last
+// applied. A changed hash means the template output changed (apply, even if
+// only a field was removed); an unchanged hash with different live fields
+// means someone else reverted a field (drift, guarded by the fight limiter).
+const annotationAppliedHash = "stencil.dev/applied-hash"
+
+// ownerUIDIndex indexes children by their stencil.dev/owner-uid label.
+const ownerUIDIndex = "stencil-owner-uid"
+
+// Key identifies one custom resource in the work queue. The GVR is part of the
+// key because two CRDs may hold objects of the same namespace and name.
+type Key struct {
+	GVR schema.GroupVersionResource
+	types.NamespacedName
+}
+
+// String renders the key for logs.
+func (k Key) String() string {
+	return k.GVR.GroupResource().String() + "/" + k.NamespacedName.String()
+}
+
+// Options configures a Controller. Zero values select the documented defaults.
+type Options struct {
+	// Config is the loaded stencil.yaml.
+	Config *gvr.Config
+	// Sets holds the parsed templates, one per Config.Resources entry, in order.
+	Sets []*templates.Set
+	// Dynamic reads and writes custom resources and children.
+	Dynamic dynamic.Interface
+	// Kube records events and holds the leader-election Lease. It may be nil
+	// when Recorder is set and leader election is off (unit tests).
+	Kube kubernetes.Interface
+	// Mapper resolves each configured GVR to its Kind, and child kinds to resources.
+	Mapper meta.RESTMapper
+	// Metrics receives stencil's metrics; nil creates a private registry.
+	Metrics *Metrics
+	// Recorder overrides the event recorder built from Kube (tests).
+	Recorder record.EventRecorder
+
+	// Namespace limits every watch to one namespace; empty means the
+	// namespaces each entry lists, or all.
+	Namespace string
+	// Workers is the number of parallel reconciles (default 2).
+	Workers int
+	// ResyncPeriod re-enqueues every custom resource this often, to repair
+	// what no watch event reported (default 10m; a converged resync writes nothing).
+	ResyncPeriod time.Duration
+	// CacheSyncTimeout bounds the wait for the informers' first list (default 2m).
+	CacheSyncTimeout time.Duration
+	// MaxRetries caps the retries of a transient failure before the key is
+	// dropped until its next event or resync (default 15).
+	MaxRetries int
+	// DrainTimeout bounds how long shutdown waits for queued work (default 20s).
+	DrainTimeout time.Duration
+	// FightBurst and FightInterval size the per-resource token bucket that
+	// limits drift corrections: FightBurst corrections at once, then one per
+	// FightInterval (defaults 5 and 10s).
+	FightBurst    int
+	FightInterval time.Duration
+	// LeaderElection, when enabled, runs the workers only while holding the Lease.
+	LeaderElection LeaderElection
+	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
+	// /healthz and /readyz; empty disables each server.
+	MetricsAddr, HealthAddr string
+}
+
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = 10 * time.Minute
+	}
+	if o.CacheSyncTimeout <= 0 {
+		o.CacheSyncTimeout = 2 * time.Minute
+	}
+	if o.MaxRetries <= 0 {
+		o.MaxRetries = 15
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 20 * time.Second
+	}
+	if o.FightBurst <= 0 {
+		o.FightBurst = 5
+	}
+	if o.FightInterval <= 0 {
+		o.FightInterval = 10 * time.Second
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+}
+
+// Controller reconciles every configured custom resource.
+type Controller struct {
+	opts      Options
+	resources map[schema.GroupVersionResource]*parentKind
+	// byKind maps a parent's group and kind to its GVR, for owner references.
+	byKind   map[schema.GroupKind]schema.GroupVersionResource
+	children map[schema.GroupVersionKind]*childKind
+
+	factories   []dynamicinformer.DynamicSharedInformerFactory
+	queue       workqueue.TypedRateLimitingInterface[Key]
+	recorder    record.EventRecorder
+	broadcaster record.EventBroadcaster
+	guard       *fightGuard
+	health      *health
+}
+
+// parentKind is one configured resource and its informers.
+type parentKind struct {
+	res   gvr.Resource
+	set   *templates.Set
+	gvk   schema.GroupVersionKind
+	label string // metrics label: resource.group
+	// informers by namespace; "" watches all namespaces.
+	informers map[string]cache.SharedIndexInformer
+}
+
+// childKind is one allowed child kind and its informers.
+type childKind struct {
+	gvk       schema.GroupVersionKind
+	gvr       schema.GroupVersionResource
+	informers map[string]cache.SharedIndexInformer
+}
+
+// LeaderElection configures the Lease that several replicas compete for.
+type LeaderElection struct {
+	// Enabled turns leader election on.
+	Enabled bool
+	// Namespace and Name locate the Lease.
+	Namespace, Name string
+	// Identity names this replica in the Lease (default: hostname).
+	Identity string
+}
+
+// New builds a Controller: it resolves every configured GVR through the
+// mapper and creates (but does not start) the informers.
+func New(ctx context.Context, opts Options) (*Controller, error) {
+	opts.defaults()
+	if opts.Config == nil || len(opts.Sets) != len(opts.Config.Resources) {
+		return nil, errors.New("controller: Options.Sets must hold one template set per configured resource")
+	}
+	c := &Controller{
+		opts:      opts,
+		resources: map[schema.GroupVersionResource]*parentKind{},
+		byKind:    map[schema.GroupKind]schema.GroupVersionResource{},
+		children:  map[schema.GroupVersionKind]*childKind{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[Key](),
+			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
+		guard:  newFightGuard(opts.FightBurst, opts.FightInterval),
+		health: &health{},
+	}
+	c.recorder = opts.Recorder
+	if c.recorder == nil {
+		if opts.Kube == nil {
+			return nil, errors.New("controller: Options.Kube or Options.Recorder is required")
+		}
+		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")})
+		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: FieldManager})
+	}
+
+	childNamespaces := map[string]bool{}
+	var kinds []schema.GroupVersionKind
+	for i, res := range opts.Config.Resources {
+		g := res.GVR()
+		gvk, err := opts.Mapper.KindFor(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: resources[%d] (%s): the API server does not serve this resource (is the CRD installed?): %w",
+				opts.Config.Path, i, g.String(), err)
+		}
+		pk := &parentKind{res: res, set: opts.Sets[i], gvk: gvk, label: g.GroupResource().String(),
+			informers: map[string]cache.SharedIndexInformer{}}
+		namespaces := scopeNamespaces(opts.Namespace, res.Namespaces)
+		if len(namespaces) == 0 {
+			klog.FromContext(ctx).Info("Resource not watched: none of its namespaces is in --namespace",
+				"gvr", g.String(), "namespace", opts.Namespace)
+		}
+		selector := res.LabelSelector().String()
+		for _, ns := range namespaces {
+			f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, ns,
+				func(lo *metav1.ListOptions) { lo.LabelSelector = selector })
+			inf := f.ForResource(g).Informer()
+			if _, err := inf.AddEventHandler(c.parentHandler(ctx, g)); err != nil {
+				return nil, fmt.Errorf("adding event handler for %s: %w", g, err)
+			}
+			c.watchErrors(ctx, inf)
+			pk.informers[ns] = inf
+			c.factories = append(c.factories, f)
+			childNamespaces[ns] = true
+		}
+		c.resources[g] = pk
+		c.byKind[gvk.GroupKind()] = g
+		for _, k := range pk.set.Kinds() {
+			if !containsGVK(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	if childNamespaces[metav1.NamespaceAll] {
+		childNamespaces = map[string]bool{metav1.NamespaceAll: true}
+	}
+
+	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
+	childFactories := map[string]dynamicinformer.DynamicSharedInformerFactory{}
+	for ns := range childNamespaces {
+		// Children are cached only if they carry stencil's label: on a shared
+		// cluster the Deployments and Services of others cost no memory.
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, ns,
+			func(lo *metav1.ListOptions) { lo.LabelSelector = managed })
+		childFactories[ns] = f
+		c.factories = append(c.factories, f)
+	}
+	for _, k := range kinds {
+		mapping, err := opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
+		if err != nil {
+			return nil, fmt.Errorf("resolving child kind %s: %w", k, err)
+		}
+		ck := &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
+		for ns, f := range childFactories {
+			inf := f.ForResource(mapping.Resource).Informer()
+			if err := inf.AddIndexers(cache.Indexers{ownerUIDIndex: indexByOwnerUID}); err != nil {
+				return nil, fmt.Errorf("indexing %s: %w", mapping.Resource, err)
+			}
+			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
+				return nil, fmt.Errorf("adding event handler for %s: %w", mapping.Resource, err)
+			}
+			c.watchErrors(ctx, inf)
+			ck.informers[ns] = inf
+		}
+		c.children[k] = ck
+	}
+
+	for _, pk := range c.resources {
+		var names []string
+		for _, k := range pk.set.Kinds() {
+			names = append(names, k.Kind)
+		}
+		opts.Metrics.precreate(pk.label, names)
+	}
+	return c, nil
+}
+
+// scopeNamespaces intersects the --namespace flag with an entry's namespaces.
+// The result holds "" when every namespace is watched.
+func scopeNamespaces(flagNS string, entry []string) []string {
+	switch {
+	case flagNS == "" && len(entry) == 0:
+		return []string{metav1.NamespaceAll}
+	case flagNS == "":
+		return entry
+	case len(entry) == 0:
+		return []string{flagNS}
+	}
+	for _, ns := range entry {
+		if ns == flagNS {
+			return []string{flagNS}
+		}
+	}
+	return nil
+}
+
+func containsGVK(list []schema.GroupVersionKind, k schema.GroupVersionKind) bool {
+	for _, l := range list {
+		if l == k {
+			return true
+		}
+	}
+	return false
+}
+
+func indexByOwnerUID(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	if uid := m.GetLabels()[templates.LabelOwnerUID]; uid != "" {
+		return []string{uid}, nil
+	}
+	return nil, nil
+}
+
+// informerFor picks the informer that covers namespace ns.
+func informerFor(informers map[string]cache.SharedIndexInformer, ns string) cache.SharedIndexInformer {
+	if inf, ok := informers[ns]; ok {
+		return inf
+	}
+	return informers[metav1.NamespaceAll]
+}
+
+// getCached returns the cached object, or a NotFound error.
+func getCached(informers map[string]cache.SharedIndexInformer, res schema.GroupResource, ns, name string) (*unstructured.Unstructured, error) {
+	inf := informerFor(informers, ns)
+	if inf == nil {
+		return nil, apierrors.NewNotFound(res, name)
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(ns + "/" + name)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s/%s from cache: %w", res, ns, name, err)
+	}
+	if !exists {
+		return nil, apierrors.NewNotFound(res, name)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("cache holds %T for %s %s/%s, want *unstructured.Unstructured", obj, res, ns, name)
+	}
+	return u, nil
+}
+
+// parentHandler enqueues a custom resource on every change. Resyncs with an
+// unchanged resourceVersion are skipped: the periodic resync of the
+// controller, not of the informer, re-checks converged objects.
+func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionResource) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in parent informer", "gvr", g.String())
+			return
+		}
+		c.queue.Add(Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, cur any) {
+			if sameResourceVersion(old, cur) {
+				return
+			}
+			enqueue(cur)
+		},
+		DeleteFunc: enqueue,
+	}
+}
+
+// childHandler maps a child to the custom resource that controls it.
+func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in child informer")
+			return
+		}
+		if key, ok := c.resolveControllerRef(m.GetNamespace(), metav1.GetControllerOf(m)); ok {
+			c.queue.Add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, cur any) {
+			if sameResourceVersion(old, cur) {
+				return
+			}
+			if om, err := meta.Accessor(old); err == nil {
+				if cm, err := meta.Accessor(cur); err == nil {
+					oldRef, curRef := metav1.GetControllerOf(om), metav1.GetControllerOf(cm)
+					if oldRef != nil && (curRef == nil || oldRef.UID != curRef.UID) {
+						enqueue(old)
+					}
+				}
+			}
+			enqueue(cur)
+		},
+		DeleteFunc: enqueue,
+	}
+}
+
+// resolveControllerRef returns the key of the cached custom resource that ref
+// names, matching group, kind and UID: a kind alone is ambiguous when several
+// CRDs are served.
+func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) (Key, bool) {
+	if ref == nil {
+		return Key{}, false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return Key{}, false
+	}
+	g, ok := c.byKind[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	if !ok {
+		return Key{}, false
+	}
+	pk := c.resources[g]
+	parent, err := getCached(pk.informers, g.GroupResource(), ns, ref.Name)
+	if err != nil || parent.GetUID() != ref.UID {
+		return Key{}, false
+	}
+	return Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
+}
+
+func sameResourceVersion(old, cur any) bool {
+	om, err1 := meta.Accessor(old)
+	cm, err2 := meta.Accessor(cur)
+	return err1 == nil && err2 == nil && om.GetResourceVersion() == cm.GetResourceVersion()
+}
+
+// watchErrors records watch failures for /readyz and logs them.
+func (c *Controller) watchErrors(ctx context.Context, inf cache.SharedIndexInformer) {
+	// The error is only ever "already started"; New runs before Start.
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
+		c.health.watchFailed(time.Now())
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+}
+
+// EnqueueAll adds every cached custom resource to the queue: the periodic
+// resync, also used by tests to force one.
+func (c *Controller) EnqueueAll() int {
+	n := 0
+	for g, pk := range c.resources {
+		for _, inf := range pk.informers {
+			for _, obj := range inf.GetIndexer().List() {
+				if m, err := meta.Accessor(obj); err == nil {
+					c.queue.Add(Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// hasSynced lists every informer's HasSynced.
+func (c *Controller) hasSynced() []cache.InformerSynced {
+	var out []cache.InformerSynced
+	for _, pk := range c.resources {
+		for _, inf := range pk.informers {
+			out = append(out, inf.HasSynced)
+		}
+	}
+	for _, ck := range c.children {
+		for _, inf := range ck.informers {
+			out = append(out, inf.HasSynced)
+		}
+	}
+	return out
+}
+
+// Run starts the health and metrics servers and, under leader election when
+// enabled, the informers and workers. It returns nil after ctx is cancelled
+// and in-flight work has drained.
+func (c *Controller) Run(ctx context.Context) error {
+	if c.broadcaster != nil {
+		defer c.broadcaster.Shutdown()
+	}
+	stopServers, err := c.serve(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopServers()
+	if c.opts.LeaderElection.Enabled {
+		return c.runLeaderElected(ctx)
+	}
+	return c.runWorkers(ctx)
+}
+
+// runWorkers starts the informers, waits (bounded) for their caches, runs the
+// workers until ctx is cancelled, then drains.
+func (c *Controller) runWorkers(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+	defer func() {
+		for _, f := range c.factories {
+			f.Shutdown()
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.hasSynced()...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("informer caches did not sync within %s", c.opts.CacheSyncTimeout)
+	}
+	c.health.synced.Store(true)
+	logger.Info("Caches synced, starting workers", "workers", c.opts.Workers, "resources", len(c.resources))
+
+	// Workers keep a context of their own so that a SIGTERM lets in-flight
+	// reconciles finish their writes instead of failing them half-way.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() {
+			for c.processNextItem(workCtx) {
+			}
+		})
+	}
+	go c.resyncLoop(ctx)
+
+	<-ctx.Done()
+	logger.Info("Shutting down, draining the work queue", "queued", c.queue.Len(), "timeout", c.opts.DrainTimeout)
+	drained := make(chan struct{})
+	go func() {
+		c.queue.ShutDownWithDrain()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(c.opts.DrainTimeout):
+		logger.Info("Drain timed out, cancelling in-flight work")
+		stopWork()
+		c.queue.ShutDown()
+	}
+	wg.Wait()
+	logger.Info("Workers stopped")
+	return nil
+}
+
+func (c *Controller) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(c.opts.ResyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n := c.EnqueueAll()
+			klog.FromContext(ctx).V(4).Info("Periodic resync", "enqueued", n)
+		}
+	}
+}
+
+// processNextItem is the standard worker step: Get, defer Done, sync, then
+// Forget, retry with back-off, or drop.
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "gvr", key.GVR.String(), "object", klog.KRef(key.Namespace, key.Name))
+	ctx = klog.NewContext(ctx, logger)
+
+	label := key.GVR.GroupResource().String()
+	start := time.Now()
+	err := c.sync(ctx, key)
+	c.opts.Metrics.reconcileDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
+	c.handleErr(ctx, key, label, err)
+	return true
+}
+
+func (c *Controller) handleErr(ctx context.Context, key Key, label string, err error) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil:
+		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultSuccess).Inc()
+		c.queue.Forget(key)
+	case IsTerminal(err):
+		// Already written to status; retrying cannot help until the object changes.
+		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultTerminal).Inc()
+		logger.V(2).Info("Reconcile failed, not retrying until the resource changes", "err", err)
+		c.queue.Forget(key)
+	case c.queue.NumRequeues(key) < c.opts.MaxRetries:
+		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
+		logger.V(2).Info("Reconcile failed, retrying", "err", err, "retries", c.queue.NumRequeues(key))
+		c.queue.AddRateLimited(key)
+	default:
+		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
+		c.queue.Forget(key)
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping resource out of the queue after retries", "retries", c.opts.MaxRetries)
+	}
+}

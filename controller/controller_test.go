@@ -1,0 +1,475 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+var (
+	webappGVR     = schema.GroupVersionResource{Group: "apps.example.com", Version: "v1beta1", Resource: "webapps"}
+	webappGVK     = schema.GroupVersionKind{Group: "apps.example.com", Version: "v1beta1", Kind: "WebApp"}
+	deploymentGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	serviceGVR    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+)
+
+// fixture is the sample-controller style harness: objects go into both the
+// fake API (for writes) and the informer caches (for reads), then one sync
+// runs and the test compares the API actions it made.
+type fixture struct {
+	t        *testing.T
+	client   *dynamicfake.FakeDynamicClient
+	recorder *record.FakeRecorder
+	c        *Controller
+	// cache holds objects for the informers; api holds objects for the fake client.
+	cache, api []*unstructured.Unstructured
+}
+
+func newFixture(t *testing.T) *fixture {
+	return &fixture{t: t}
+}
+
+func (f *fixture) newController(ctx context.Context) {
+	f.t.Helper()
+	cfg, err := gvr.Load("testdata/stencil.yaml")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sets, err := templates.LoadAll(cfg, templates.Options{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(webappGVK, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Service"}, meta.RESTScopeNamespace)
+
+	var objs []runtime.Object
+	for _, o := range f.api {
+		objs = append(objs, o.DeepCopy())
+	}
+	f.client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		webappGVR: "WebAppList", deploymentGVR: "DeploymentList", serviceGVR: "ServiceList",
+	}, objs...)
+	// The fake tracker cannot create objects by server-side apply; answer
+	// applies and status patches the way the API server would, with the
+	// object as written.
+	f.client.PrependReactor("patch", "*", func(action core.Action) (bool, runtime.Object, error) {
+		p := action.(core.PatchAction)
+		if p.GetPatchType() != types.ApplyPatchType {
+			return true, &unstructured.Unstructured{Object: map[string]any{}}, nil
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(p.GetPatch(), &u.Object); err != nil {
+			return true, nil, err
+		}
+		// Apply keeps what the live object has beyond the applied fields
+		// (its status, defaults), as the API server does.
+		for _, live := range f.cache {
+			if live.GetKind() == u.GetKind() && live.GetName() == u.GetName() {
+				merged := live.DeepCopy()
+				mergeInto(merged.Object, u.Object)
+				return true, merged, nil
+			}
+		}
+		return true, u, nil
+	})
+	f.recorder = record.NewFakeRecorder(100)
+	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: f.client, Mapper: mapper, Recorder: f.recorder})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, o := range f.cache {
+		switch o.GroupVersionKind().Kind {
+		case "WebApp":
+			must(f.t, c.resources[webappGVR].informers[""].GetIndexer().Add(o))
+		default:
+			must(f.t, c.children[o.GroupVersionKind()].informers[""].GetIndexer().Add(o))
+		}
+	}
+	f.c = c
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run syncs the WebApp ns/name once and returns the API actions, with the
+// informers' list and watch calls left out.
+func (f *fixture) run(name string) ([]core.Action, error) {
+	f.t.Helper()
+	_, ctx := ktesting.NewTestContext(f.t)
+	f.newController(ctx)
+	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+	var actions []core.Action
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		actions = append(actions, a)
+	}
+	return actions, err
+}
+
+// describe renders actions as "verb resource[/subresource] name" lines.
+func describe(actions []core.Action) []string {
+	var out []string
+	for _, a := range actions {
+		s := a.GetVerb() + " " + a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			s += "/" + a.GetSubresource()
+		}
+		switch a := a.(type) {
+		case core.GetAction:
+			s += " " + a.GetName()
+		case core.PatchAction:
+			s += " " + a.GetName()
+			if a.GetPatchType() == types.ApplyPatchType {
+				s += " (apply)"
+			}
+		case core.DeleteAction:
+			s += " " + a.GetName()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func webapp(name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.example.com/v1beta1",
+		"kind":       "WebApp",
+		"metadata": map[string]any{
+			"name": name, "namespace": "ns", "uid": "uid-" + name, "generation": int64(1), "resourceVersion": "1",
+		},
+		"spec": spec,
+	}}
+	return u
+}
+
+// rendered renders parent's children as the controller would, then turns
+// them into "live" objects: stamped with the applied hash, given a UID, and
+// with ready status, so a sync sees a converged child.
+func rendered(t *testing.T, parent *unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	cfg, err := gvr.Load("testdata/stencil.yaml")
+	must(t, err)
+	sets, err := templates.LoadAll(cfg, templates.Options{})
+	must(t, err)
+	obj, err := gvr.NewObject(parent, webappGVR)
+	must(t, err)
+	children, err := sets[0].Render(obj)
+	must(t, err)
+	for _, c := range children {
+		_, err := stampHash(c)
+		must(t, err)
+		c.SetUID(types.UID("uid-" + strings.ToLower(c.GetKind()) + "-" + c.GetName()))
+		c.SetResourceVersion("1")
+		switch c.GetKind() {
+		case "Deployment":
+			c.SetGeneration(1)
+			replicas, _, _ := unstructured.NestedInt64(c.Object, "spec", "replicas")
+			must(t, unstructured.SetNestedField(c.Object, map[string]any{
+				"observedGeneration": int64(1), "replicas": replicas, "updatedReplicas": replicas,
+				"availableReplicas": replicas, "readyReplicas": replicas,
+			}, "status"))
+		case "Service":
+			must(t, unstructured.SetNestedField(c.Object, "10.96.0.10", "spec", "clusterIP"))
+		}
+	}
+	return children
+}
+
+// converged returns a parent whose status is what a sync would write after
+// its children (also returned) became ready.
+func converged(t *testing.T, parent *unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured) {
+	t.Helper()
+	children := rendered(t, parent)
+	c := &Controller{opts: Options{FightInterval: 10}}
+	status := c.desiredStatus(parent, outcome{live: children, extra: map[string]any{"image": parent.Object["spec"].(map[string]any)["image"]}})
+	parent = parent.DeepCopy()
+	parent.Object["status"] = status
+	return parent, children
+}
+
+func expectActions(t *testing.T, got []core.Action, want ...string) {
+	t.Helper()
+	g := describe(got)
+	if strings.Join(g, "\n") != strings.Join(want, "\n") {
+		t.Errorf("actions:\n  got:  %s\n  want: %s", strings.Join(g, "\n        "), strings.Join(want, "\n        "))
+	}
+}
+
+func conditionOf(t *testing.T, a core.Action) map[string]any {
+	t.Helper()
+	var body struct {
+		Status struct {
+			Conditions []map[string]any `json:"conditions"`
+		} `json:"status"`
+	}
+	must(t, json.Unmarshal(a.(core.PatchAction).GetPatch(), &body))
+	for _, c := range body.Status.Conditions {
+		if c["type"] == ConditionReady {
+			return c
+		}
+	}
+	t.Fatalf("status patch has no Ready condition: %s", a.(core.PatchAction).GetPatch())
+	return nil
+}
+
+func TestNewResourceCostsOneApplyPerChildAndOneStatusPatch(t *testing.T) {
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)})
+	f.cache = append(f.cache, p)
+	f.api = append(f.api, p)
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions,
+		"get deployments demo", "patch deployments demo (apply)",
+		"get services demo", "patch services demo (apply)",
+		"patch webapps/status demo")
+	apply := actions[1].(core.PatchAction)
+	var dep unstructured.Unstructured
+	must(t, json.Unmarshal(apply.GetPatch(), &dep.Object))
+	if ref := metav1.GetControllerOf(&dep); ref == nil || ref.UID != "uid-demo" || ref.Kind != "WebApp" {
+		t.Errorf("applied Deployment has controller ref %+v, want WebApp uid-demo", ref)
+	}
+	if got := dep.GetLabels()[templates.LabelOwnerUID]; got != "uid-demo" {
+		t.Errorf("owner-uid label = %q", got)
+	}
+	if c := conditionOf(t, actions[4]); c["status"] != "False" || c["reason"] != ReasonProgressing {
+		t.Errorf("Ready condition = %v, want False/Progressing", c)
+	}
+}
+
+func TestConvergedResourceCostsNothing(t *testing.T) {
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions)
+}
+
+func TestHandChangedFieldCostsOneApplyOfThatChild(t *testing.T) {
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	// Someone edits the image by hand; the applied hash still matches.
+	must(t, unstructured.SetNestedSlice(children[0].Object, []any{map[string]any{"name": "app", "image": "evil:latest"}},
+		"spec", "template", "spec", "containers"))
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions, "patch deployments demo (apply)")
+}
+
+func TestFieldsTheTemplateDoesNotSetAreLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	// Fields set by others (an annotation, a sidecar's env) cost nothing.
+	children[0].SetAnnotations(map[string]string{annotationAppliedHash: children[0].GetAnnotations()[annotationAppliedHash], "other": "x"})
+	must(t, unstructured.SetNestedField(children[0].Object, "Always", "spec", "template", "spec", "restartPolicy"))
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions)
+}
+
+func TestNoLongerRenderedChildCostsOneDelete(t *testing.T) {
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	// The spec loses its port: the Service is no longer rendered.
+	delete(p.Object["spec"].(map[string]any), "port")
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	f.api = append(f.api, children[1])
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions, "delete services demo")
+	del := actions[0].(core.DeleteAction)
+	if uid := del.GetDeleteOptions().Preconditions; uid == nil || *uid.UID != children[1].GetUID() {
+		t.Errorf("delete without the child's UID precondition: %+v", del.GetDeleteOptions())
+	}
+}
+
+func TestForeignObjectOfTheSameNameIsNotTouched(t *testing.T) {
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	// A Service named demo exists, created by someone else: not in stencil's
+	// filtered cache, found by the GET.
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "demo", "namespace": "ns", "uid": "foreign"},
+		"spec":     map[string]any{"clusterIP": "10.96.0.99"},
+	}}
+	f.cache = append(f.cache, p, children[0])
+	f.api = append(f.api, foreign)
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions, "get services demo", "patch webapps/status demo")
+	c := conditionOf(t, actions[1])
+	if c["reason"] != ReasonOwnershipConflict || !strings.Contains(fmt.Sprint(c["message"]), "Service/demo") {
+		t.Errorf("Ready condition = %v, want OwnershipConflict naming Service/demo", c)
+	}
+	expectEvent(t, f.recorder, "Warning OwnershipConflict")
+}
+
+func TestRenderErrorCostsOneStatusPatchAndNoRetry(t *testing.T) {
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"replicas": int64(2)}) // no image
+	f.cache = append(f.cache, p)
+	actions, err := f.run("demo")
+	if err == nil || !IsTerminal(err) {
+		t.Fatalf("err = %v, want a terminal error", err)
+	}
+	expectActions(t, actions, "patch webapps/status demo")
+	c := conditionOf(t, actions[0])
+	if c["reason"] != ReasonRenderFailed || !strings.Contains(fmt.Sprint(c["message"]), "webapp/deployment.yaml.tmpl:") {
+		t.Errorf("Ready condition = %v, want RenderFailed naming the template and line", c)
+	}
+	// The worker drops a terminal error instead of requeueing it.
+	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
+	_, ctx := ktesting.NewTestContext(t)
+	f.c.handleErr(ctx, key, "webapps.apps.example.com", err)
+	if n := f.c.queue.NumRequeues(key); n != 0 || f.c.queue.Len() != 0 {
+		t.Errorf("after a terminal error: %d requeues, queue length %d; want 0 and 0", n, f.c.queue.Len())
+	}
+}
+
+func TestRenderErrorAlreadyReportedCostsNothing(t *testing.T) {
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"replicas": int64(2)})
+	f.cache = append(f.cache, p)
+	actions, _ := f.run("demo")
+	// Feed the written status back, as the watch would, and sync again.
+	var body map[string]any
+	must(t, json.Unmarshal(actions[0].(core.PatchAction).GetPatch(), &body))
+	p = p.DeepCopy()
+	p.Object["status"] = body["status"]
+	f2 := newFixture(t)
+	f2.cache = append(f2.cache, p)
+	actions, err := f2.run("demo")
+	if !IsTerminal(err) {
+		t.Fatalf("err = %v, want terminal", err)
+	}
+	expectActions(t, actions)
+}
+
+func TestPausedResourceIsNotWritten(t *testing.T) {
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2)})
+	p.SetAnnotations(map[string]string{AnnotationPaused: "true"})
+	f.cache = append(f.cache, p)
+	actions, err := f.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions, "patch webapps/status demo")
+	if c := conditionOf(t, actions[0]); c["reason"] != ReasonPaused {
+		t.Errorf("Ready condition = %v, want Paused", c)
+	}
+}
+
+func TestDeletedResourceEndsQuietly(t *testing.T) {
+	f := newFixture(t)
+	actions, err := f.run("gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions)
+}
+
+func TestFightingWriterIsRateLimited(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	must(t, unstructured.SetNestedSlice(children[0].Object, []any{map[string]any{"name": "app", "image": "reverted"}},
+		"spec", "template", "spec", "containers"))
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	f.newController(ctx)
+	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
+	// The cache keeps showing the reverted field: every sync is a correction.
+	for range 20 {
+		must(t, f.c.sync(ctx, key))
+	}
+	applies := 0
+	var lastStatus core.PatchAction
+	for _, a := range f.client.Actions() {
+		if p, ok := a.(core.PatchAction); ok {
+			if p.GetPatchType() == types.ApplyPatchType {
+				applies++
+			} else {
+				lastStatus = p
+			}
+		}
+	}
+	if applies != f.c.opts.FightBurst {
+		t.Errorf("20 syncs against a reverting writer made %d applies, want the burst of %d", applies, f.c.opts.FightBurst)
+	}
+	if lastStatus == nil || !strings.Contains(string(lastStatus.GetPatch()), ConditionThrottled) {
+		t.Errorf("status does not report the throttling: %v", lastStatus)
+	}
+}
+
+func expectEvent(t *testing.T, r *record.FakeRecorder, prefix string) {
+	t.Helper()
+	for {
+		select {
+		case e := <-r.Events:
+			if strings.HasPrefix(e, prefix) {
+				return
+			}
+		default:
+			t.Errorf("no event starting with %q", prefix)
+			return
+		}
+	}
+}
+
+// mergeInto overlays src onto dst, maps recursively, everything else replaced.
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				mergeInto(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}

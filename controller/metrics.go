@@ -1,0 +1,179 @@
+package controller
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Metrics holds the Prometheus collectors stencil exports. One value is
+// created per process and passed in through Options, so tests can use their
+// own registry.
+type Metrics struct {
+	// Registry is what /metrics serves.
+	Registry *prometheus.Registry
+
+	reconcileTotal    *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	childWrites       *prometheus.CounterVec
+	statusPatches     *prometheus.CounterVec
+	renderErrors      *prometheus.CounterVec
+	queue             workqueue.MetricsProvider
+}
+
+// Result label values of stencil_reconcile_total.
+const (
+	resultSuccess  = "success"
+	resultError    = "error"
+	resultTerminal = "terminal"
+)
+
+// Verb label values of stencil_child_writes_total.
+const (
+	verbCreate = "create"
+	verbUpdate = "update"
+	verbDelete = "delete"
+)
+
+// NewMetrics registers stencil's collectors, the Go runtime and process
+// collectors, and the workqueue metrics on a new registry.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_reconcile_total", Help: "Reconciles by resource and result.",
+		}, []string{"resource", "result"}),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "stencil_reconcile_duration_seconds", Help: "Time taken by one reconcile.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"resource"}),
+		childWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_child_writes_total", Help: "Writes to child objects by resource, kind and verb.",
+		}, []string{"resource", "kind", "verb"}),
+		statusPatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_status_patches_total", Help: "Status patches of custom resources.",
+		}, []string{"resource"}),
+		renderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_render_errors_total", Help: "Template render failures.",
+		}, []string{"resource"}),
+	}
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.queue = newQueueMetrics(reg)
+	return m
+}
+
+// precreate makes every series for resource exist from start-up, so that
+// dashboards and alerts see zeros instead of missing data.
+func (m *Metrics) precreate(resource string, kinds []string) {
+	for _, r := range []string{resultSuccess, resultError, resultTerminal} {
+		m.reconcileTotal.WithLabelValues(resource, r)
+	}
+	m.reconcileDuration.WithLabelValues(resource)
+	m.statusPatches.WithLabelValues(resource)
+	m.renderErrors.WithLabelValues(resource)
+	for _, k := range kinds {
+		for _, v := range []string{verbCreate, verbUpdate, verbDelete} {
+			m.childWrites.WithLabelValues(resource, k, v)
+		}
+	}
+}
+
+// RegisterClientMetrics routes client-go's REST client metrics
+// (rest_client_requests_total, rest_client_request_duration_seconds) into
+// m.Registry. client-go accepts this once per process, so cmd calls it.
+func (m *Metrics) RegisterClientMetrics() {
+	result := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rest_client_requests_total", Help: "HTTP requests, partitioned by status code, method, and host.",
+	}, []string{"code", "method", "host"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "rest_client_request_duration_seconds", Help: "Request latency in seconds, by verb and host.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"verb", "host"})
+	m.Registry.MustRegister(result, latency)
+	metrics.Register(metrics.RegisterOpts{
+		RequestResult:  restResult{result},
+		RequestLatency: restLatency{latency},
+	})
+}
+
+type restResult struct{ v *prometheus.CounterVec }
+
+func (r restResult) Increment(_ context.Context, code, method, host string) {
+	r.v.WithLabelValues(code, method, host).Inc()
+}
+
+type restLatency struct{ v *prometheus.HistogramVec }
+
+func (r restLatency) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
+	r.v.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+}
+
+// queueMetrics implements workqueue.MetricsProvider with the metric names of
+// Kubernetes' own controllers (component-base), without depending on it.
+type queueMetrics struct {
+	depth, unfinished, longest *prometheus.GaugeVec
+	adds, retries              *prometheus.CounterVec
+	latency, work              *prometheus.HistogramVec
+}
+
+func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
+	buckets := prometheus.ExponentialBuckets(10e-9, 10, 12)
+	q := &queueMetrics{
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "workqueue", Name: "depth", Help: "Current depth of workqueue.",
+		}, []string{"name"}),
+		adds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "workqueue", Name: "adds_total", Help: "Total number of adds handled by workqueue.",
+		}, []string{"name"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "workqueue", Name: "queue_duration_seconds",
+			Help: "How long in seconds an item stays in workqueue before being requested.", Buckets: buckets,
+		}, []string{"name"}),
+		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "workqueue", Name: "work_duration_seconds",
+			Help: "How long in seconds processing an item from workqueue takes.", Buckets: buckets,
+		}, []string{"name"}),
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "workqueue", Name: "unfinished_work_seconds",
+			Help: "How many seconds of work has been done that is in progress.",
+		}, []string{"name"}),
+		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "workqueue", Name: "longest_running_processor_seconds",
+			Help: "How many seconds has the longest running processor for workqueue been running.",
+		}, []string{"name"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "workqueue", Name: "retries_total", Help: "Total number of retries handled by workqueue.",
+		}, []string{"name"}),
+	}
+	reg.MustRegister(q.depth, q.adds, q.latency, q.work, q.unfinished, q.longest, q.retries)
+	return q
+}
+
+func (q *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(name)
+}
+func (q *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return q.adds.WithLabelValues(name)
+}
+func (q *queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return q.latency.WithLabelValues(name)
+}
+func (q *queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return q.work.WithLabelValues(name)
+}
+func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.unfinished.WithLabelValues(name)
+}
+func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.longest.WithLabelValues(name)
+}
+func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return q.retries.WithLabelValues(name)
+}

@@ -1,0 +1,306 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/gvr"
+)
+
+// Reasons of the Ready condition and of events.
+const (
+	ReasonAllChildrenReady  = "AllChildrenReady"
+	ReasonProgressing       = "Progressing"
+	ReasonRenderFailed      = "RenderFailed"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonOwnershipConflict = "OwnershipConflict"
+	ReasonPaused            = "Paused"
+	reasonCreated           = "Created"
+	reasonUpdated           = "Updated"
+	reasonPruned            = "Pruned"
+	reasonPruneFailed       = "PruneFailed"
+	reasonFighting          = "FieldFight"
+)
+
+// childRef names a child within one parent.
+type childRef struct {
+	gvk  schema.GroupVersionKind
+	name string
+}
+
+func (r childRef) String() string { return r.gvk.Kind + "/" + r.name }
+
+// outcome is what one sync observed, from which status is computed.
+type outcome struct {
+	// failReason and failMessage, when set, make the Ready condition False
+	// with that reason.
+	failReason, failMessage string
+	// live holds each rendered child as last seen (apply response or cache),
+	// in render order; nil entries were not written (conflict, failure).
+	live []*unstructured.Unstructured
+	// fighting names a child whose drift correction was held back.
+	fighting string
+	// extra is what the status template rendered.
+	extra map[string]any
+}
+
+// sync reconciles one custom resource. It reads only from the caches, writes
+// only what differs, and classifies every error it returns.
+func (c *Controller) sync(ctx context.Context, key Key) error {
+	logger := klog.FromContext(ctx)
+	pk, ok := c.resources[key.GVR]
+	if !ok {
+		return terminal(fmt.Errorf("no configured resource %s", key.GVR))
+	}
+	parent, err := getCached(pk.informers, key.GVR.GroupResource(), key.Namespace, key.Name)
+	if apierrors.IsNotFound(err) {
+		// Deleted: the garbage collector removes the children through their
+		// ownerReferences.
+		logger.V(4).Info("Resource no longer exists")
+		c.guard.forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if parent.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	if parent.GetAnnotations()[AnnotationPaused] == "true" {
+		return c.patchStatus(ctx, pk, parent, pausedStatus(parent))
+	}
+
+	obj, err := gvr.NewObject(parent, key.GVR)
+	if err != nil {
+		return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("reading %s: %w", key, err)))
+	}
+	desired, err := pk.set.Render(obj)
+	if err == nil {
+		var extra map[string]any
+		extra, err = pk.set.RenderStatus(obj)
+		if err == nil {
+			return c.converge(ctx, pk, parent, desired, extra)
+		}
+	}
+	c.opts.Metrics.renderErrors.WithLabelValues(pk.label).Inc()
+	// Nothing is applied or pruned when the render fails: a half-rendered set
+	// of children must not replace a working one.
+	return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
+}
+
+// fail records a failure on the resource (event and status) and returns err.
+func (c *Controller) fail(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, reason string, err error) error {
+	c.recorder.Event(parent, corev1.EventTypeWarning, reason, err.Error())
+	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error()})
+	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
+		return errors.Join(err, perr)
+	}
+	return err
+}
+
+// converge applies, prunes and reports on the rendered children.
+func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
+	logger := klog.FromContext(ctx)
+	key := Key{GVR: pk.res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	out := outcome{extra: extra, live: make([]*unstructured.Unstructured, len(desired))}
+	rendered := map[childRef]bool{}
+	var conflicts []string
+	var applyErr error
+
+	for i, want := range desired {
+		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
+		rendered[ref] = true
+		ck, ok := c.children[ref.gvk]
+		if !ok {
+			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("%s: kind %s is not watched", ref, ref.gvk)))
+		}
+		hash, err := stampHash(want)
+		if err != nil {
+			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
+		}
+		live, err := c.liveChild(ctx, ck, want)
+		if err != nil {
+			applyErr = errors.Join(applyErr, err)
+			continue
+		}
+		if live != nil {
+			if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
+				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
+					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
+				continue
+			}
+			if live.GetAnnotations()[annotationAppliedHash] == hash && contains(live.Object, want.Object) {
+				out.live[i] = live
+				continue
+			}
+			if live.GetAnnotations()[annotationAppliedHash] == hash && !c.guard.allow(key) {
+				// Same template output, yet the live object differs again:
+				// something keeps reverting stencil's fields.
+				out.fighting = fmt.Sprintf("%s/%s", want.GetKind(), want.GetName())
+				out.live[i] = live
+				c.queue.AddAfter(key, c.opts.FightInterval)
+				continue
+			}
+		}
+		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
+			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		if err != nil {
+			err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
+			if isRejected(err) {
+				err = terminal(err)
+			}
+			applyErr = errors.Join(applyErr, err)
+			continue
+		}
+		verb, reason := verbUpdate, reasonUpdated
+		if live == nil {
+			verb, reason = verbCreate, reasonCreated
+		}
+		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verb).Inc()
+		c.recorder.Eventf(parent, corev1.EventTypeNormal, reason, "%s %s/%s", reason, want.GetKind(), want.GetName())
+		logger.V(2).Info("Applied child", "verb", verb, "kind", want.GetKind(), "child", klog.KObj(want))
+		out.live[i] = applied
+	}
+
+	if err := c.prune(ctx, pk, parent, rendered); err != nil {
+		applyErr = errors.Join(applyErr, err)
+	}
+
+	switch {
+	case applyErr != nil:
+		// A terminal apply error (invalid object) is reported and not retried;
+		// a transient one is reported and retried with back-off.
+		if !isAllTerminal(applyErr) {
+			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: applyErr.Error(), extra: extra})
+			c.recorder.Event(parent, corev1.EventTypeWarning, ReasonApplyFailed, applyErr.Error())
+			if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
+				return errors.Join(applyErr, perr)
+			}
+			return applyErr
+		}
+		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(applyErr))
+	case len(conflicts) > 0:
+		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(conflicts, "; ")
+		c.recorder.Event(parent, corev1.EventTypeWarning, ReasonOwnershipConflict, out.failMessage)
+	}
+	if out.fighting != "" {
+		c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
+			"Fields stencil sets on %s keep being reverted; corrections limited to one per %s", out.fighting, c.opts.FightInterval)
+	}
+	return c.patchStatus(ctx, pk, parent, c.desiredStatus(parent, out))
+}
+
+// isAllTerminal reports whether every error joined in err is terminal.
+func isAllTerminal(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !isAllTerminal(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return IsTerminal(err)
+}
+
+// liveChild returns the child as it exists, or nil. Children carry stencil's
+// label, so the filtered cache holds them; on a cache miss a GET tells
+// whether a foreign object of that name exists, which must not be adopted.
+func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live, err := getCached(ck.informers, ck.gvr.GroupResource(), want.GetNamespace(), want.GetName())
+	if err == nil {
+		return live, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	live, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
+	}
+	return live, nil
+}
+
+// prune deletes this parent's children that the templates no longer render.
+// The UID precondition makes sure a same-named object created meanwhile is
+// never deleted.
+func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) error {
+	var errs error
+	for _, ck := range c.children {
+		inf := informerFor(ck.informers, parent.GetNamespace())
+		if inf == nil {
+			continue
+		}
+		objs, err := inf.GetIndexer().ByIndex(ownerUIDIndex, string(parent.GetUID()))
+		if err != nil {
+			errs = errors.Join(errs, fmt.Errorf("listing children of kind %s: %w", ck.gvk.Kind, err))
+			continue
+		}
+		for _, o := range objs {
+			child, ok := o.(*unstructured.Unstructured)
+			if !ok || child.GetNamespace() != parent.GetNamespace() {
+				continue
+			}
+			ref := metav1.GetControllerOf(child)
+			if ref == nil || ref.UID != parent.GetUID() || rendered[childRef{gvk: ck.gvk, name: child.GetName()}] {
+				continue
+			}
+			uid := child.GetUID()
+			err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
+				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				continue
+			}
+			if err != nil {
+				c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", ck.gvk.Kind, child.GetName(), err)
+				errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.gvk.Kind, child.GetName(), err))
+				continue
+			}
+			c.opts.Metrics.childWrites.WithLabelValues(pk.label, ck.gvk.Kind, verbDelete).Inc()
+			c.recorder.Eventf(parent, corev1.EventTypeNormal, reasonPruned, "Pruned %s/%s", ck.gvk.Kind, child.GetName())
+			klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.gvk.Kind, "child", klog.KObj(child))
+		}
+	}
+	return errs
+}
+
+// stampHash sets the applied-hash annotation on want to a hash of want
+// without it. JSON encoding of maps sorts keys, so the hash is stable.
+func stampHash(want *unstructured.Unstructured) (string, error) {
+	annotations := want.GetAnnotations()
+	delete(annotations, annotationAppliedHash)
+	if len(annotations) == 0 {
+		unstructured.RemoveNestedField(want.Object, "metadata", "annotations")
+	} else {
+		want.SetAnnotations(annotations)
+	}
+	data, err := json.Marshal(want.Object)
+	if err != nil {
+		return "", fmt.Errorf("encoding %s/%s: %w", want.GetKind(), want.GetName(), err)
+	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:8])
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[annotationAppliedHash] = hash
+	want.SetAnnotations(annotations)
+	return hash, nil
+}
+

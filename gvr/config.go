@@ -1,0 +1,431 @@
+// Package gvr reads the stencil config file (which GroupVersionResources to
+// watch and which templates render their children) and turns a custom
+// resource into the small struct that templates see.
+//
+// The design choice a newcomer may question: every resource is named by its
+// lowercase plural exactly as the CRD spells it, and nothing here ever derives
+// a plural from a Kind. Guessing plurals ("Memcached" -> "memcacheds"?
+// "Policy" -> "policys"?) is wrong often enough that a config naming the
+// wrong resource must fail at load time, not at the first watch.
+package gvr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the parsed and validated stencil config file.
+type Config struct {
+	// Path is the config file as given on the command line.
+	Path string `json:"-"`
+	// Dir is the directory that relative template paths are resolved against.
+	Dir string `json:"-"`
+	// Resources lists the watched resources in file order.
+	Resources []Resource `json:"resources"`
+}
+
+// Resource is one entry of the config: a GVR to watch and its templates.
+type Resource struct {
+	// Group is the API group; empty means the core group.
+	Group string `json:"group"`
+	// Version is the API version served for the resource, e.g. v1beta1.
+	Version string `json:"version"`
+	// Resource is the lowercase plural as in the CRD, e.g. webapps.
+	Resource string `json:"resource"`
+	// Templates are the child templates, relative to the config file.
+	Templates []string `json:"templates"`
+	// StatusTemplate optionally renders extra fields merged under .status.
+	StatusTemplate string `json:"statusTemplate,omitempty"`
+	// Namespaces limits the watch; empty means all namespaces.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Selector is a label selector on the custom resources; empty selects all.
+	Selector string `json:"selector,omitempty"`
+}
+
+// GVR returns the entry's GroupVersionResource.
+func (r Resource) GVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+}
+
+// String names the entry the way kubectl does, e.g. webapps.v1beta1.apps.example.com.
+func (r Resource) String() string {
+	if r.Group == "" {
+		return r.Resource + "." + r.Version
+	}
+	return r.Resource + "." + r.Version + "." + r.Group
+}
+
+// LabelSelector returns the parsed Selector, or labels.Everything() when it is
+// empty. Load has already rejected selectors that do not parse; for a Resource
+// built by hand with a bad selector it returns labels.Nothing(), so a typo
+// never widens the watch.
+func (r Resource) LabelSelector() labels.Selector {
+	if r.Selector == "" {
+		return labels.Everything()
+	}
+	sel, err := labels.Parse(r.Selector)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return sel
+}
+
+// TemplatePath resolves a template path from the config against c.Dir.
+func (c *Config) TemplatePath(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(c.Dir, filepath.FromSlash(name))
+}
+
+// FieldError is one problem found in a config file. Its message names the
+// file, the entry and the field, e.g.
+// "stencil.yaml: resources[1] (memcacheds.v1alpha1.cache.example.com): templates[0]: ...".
+type FieldError struct {
+	// File is the config file as given.
+	File string
+	// Entry names the resources entry, empty for problems outside any entry.
+	Entry string
+	// Field is the field path inside the entry, e.g. templates[0].
+	Field string
+	// Err is the problem itself.
+	Err error
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	for _, s := range []string{e.File, e.Entry, e.Field} {
+		if s != "" {
+			b.WriteString(s)
+			b.WriteString(": ")
+		}
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the underlying problem.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// EntryName names resources[i] for error messages, with its GVR when known.
+func EntryName(i int, r Resource) string {
+	if r.Resource == "" || r.Version == "" {
+		return fmt.Sprintf("resources[%d]", i)
+	}
+	return fmt.Sprintf("resources[%d] (%s)", i, r)
+}
+
+// Load reads, strictly decodes and validates the config file at path. It
+// returns every problem it finds, joined, each naming file, entry and field.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig is Load for a config already in memory; template paths are
+// still checked on disk, relative to filepath.Dir(path).
+func ParseConfig(path string, data []byte) (*Config, error) {
+	cfg := &Config{Path: path, Dir: filepath.Dir(path)}
+	d := &decoder{file: path}
+	d.decode(cfg, data)
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	// The walk above accepted the document; decode it once more with the
+	// strict decoder so the struct tags, not the walk, are the source of truth.
+	var strict Config
+	if err := yaml.UnmarshalStrict(data, &strict); err != nil {
+		return nil, &FieldError{File: path, Err: err}
+	}
+	if !equalResources(strict.Resources, cfg.Resources) {
+		return nil, &FieldError{File: path, Err: errors.New("internal error: strict decode disagrees with validation")}
+	}
+	cfg.validate(d)
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	return cfg, nil
+}
+
+// decoder walks the generic form of the document so that it can report every
+// unknown field and type error, not just the first one encoding/json meets.
+type decoder struct {
+	file string
+	errs []error
+}
+
+func (d *decoder) add(entry, field string, err error) {
+	d.errs = append(d.errs, &FieldError{File: d.file, Entry: entry, Field: field, Err: err})
+}
+
+func (d *decoder) addf(entry, field, format string, args ...any) {
+	d.add(entry, field, fmt.Errorf(format, args...))
+}
+
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "namespaces", "selector"}
+
+func (d *decoder) decode(cfg *Config, data []byte) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		d.add("", "", fmt.Errorf("not valid YAML: %w", err))
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		d.add("", "", fmt.Errorf("not valid YAML: %w", err))
+		return
+	}
+	if doc == nil {
+		d.add("", "resources", errors.New("at least one resource is required (the file is empty)"))
+		return
+	}
+	top, ok := doc.(map[string]any)
+	if !ok {
+		d.addf("", "", "top level must be a mapping with a resources list, not %s", jsonType(doc))
+		return
+	}
+	for _, k := range sortedKeys(top) {
+		if k != "resources" {
+			d.addf("", k, "unknown field %q (known: resources)", k)
+		}
+	}
+	raw, ok := top["resources"]
+	if !ok || raw == nil {
+		d.add("", "resources", errors.New("at least one resource is required"))
+		return
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		d.addf("", "resources", "must be a list, not %s", jsonType(raw))
+		return
+	}
+	if len(list) == 0 {
+		d.add("", "resources", errors.New("at least one resource is required"))
+		return
+	}
+	cfg.Resources = make([]Resource, len(list))
+	for i, item := range list {
+		cfg.Resources[i] = d.decodeResource(i, item)
+	}
+}
+
+func (d *decoder) decodeResource(i int, item any) Resource {
+	var r Resource
+	m, ok := item.(map[string]any)
+	if !ok {
+		d.addf(fmt.Sprintf("resources[%d]", i), "", "must be a mapping, not %s", jsonType(item))
+		return r
+	}
+	// Read the identifying fields first so every later message can name the GVR.
+	r.Group, _ = m["group"].(string)
+	r.Version, _ = m["version"].(string)
+	r.Resource, _ = m["resource"].(string)
+	entry := EntryName(i, r)
+
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(resourceFields, k) {
+			d.addf(entry, k, "unknown field %q (known: %s)", k, strings.Join(resourceFields, ", "))
+		}
+	}
+	str := func(field string) string {
+		v, ok := m[field]
+		if !ok || v == nil {
+			return ""
+		}
+		s, ok := v.(string)
+		if !ok {
+			d.addf(entry, field, "must be a string, not %s", jsonType(v))
+		}
+		return s
+	}
+	strs := func(field string) []string {
+		v, ok := m[field]
+		if !ok || v == nil {
+			return nil
+		}
+		l, ok := v.([]any)
+		if !ok {
+			d.addf(entry, field, "must be a list of strings, not %s", jsonType(v))
+			return nil
+		}
+		out := make([]string, 0, len(l))
+		for j, e := range l {
+			s, ok := e.(string)
+			if !ok {
+				d.addf(entry, fmt.Sprintf("%s[%d]", field, j), "must be a string, not %s", jsonType(e))
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	r.Group = str("group")
+	r.Version = str("version")
+	r.Resource = str("resource")
+	r.Templates = strs("templates")
+	r.StatusTemplate = str("statusTemplate")
+	r.Namespaces = strs("namespaces")
+	r.Selector = str("selector")
+	return r
+}
+
+func (c *Config) validate(d *decoder) {
+	seen := map[schema.GroupVersionResource]int{}
+	for i, r := range c.Resources {
+		entry := EntryName(i, r)
+		if r.Group != "" {
+			for _, msg := range validation.IsDNS1123Subdomain(r.Group) {
+				d.addf(entry, "group", "%q is not a valid API group: %s", r.Group, msg)
+			}
+		}
+		if r.Version == "" {
+			d.add(entry, "version", errors.New("is required, e.g. v1"))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(r.Version) {
+				d.addf(entry, "version", "%q is not a valid API version: %s", r.Version, msg)
+			}
+		}
+		switch {
+		case r.Resource == "":
+			d.add(entry, "resource", errors.New("is required: the lowercase plural as in the CRD, e.g. webapps"))
+		case strings.ToLower(r.Resource) != r.Resource:
+			d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps", r.Resource)
+		default:
+			if msgs := validation.IsDNS1123Label(r.Resource); len(msgs) > 0 {
+				d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps: %s", r.Resource, strings.Join(msgs, "; "))
+			}
+		}
+		if r.Version != "" && r.Resource != "" {
+			if j, dup := seen[r.GVR()]; dup {
+				d.addf(entry, "", "duplicate of resources[%d]: each GVR may appear once", j)
+			} else {
+				seen[r.GVR()] = i
+			}
+		}
+
+		if len(r.Templates) == 0 {
+			d.add(entry, "templates", errors.New("at least one template is required"))
+		}
+		firstUse := map[string]string{}
+		checkFile := func(field, name string) {
+			if name == "" {
+				d.add(entry, field, errors.New("must not be empty"))
+				return
+			}
+			if prev, dup := firstUse[name]; dup {
+				d.addf(entry, field, "%s: duplicate of %s", name, prev)
+				return
+			}
+			firstUse[name] = field
+			if err := checkRegularFile(c.TemplatePath(name)); err != nil {
+				d.add(entry, field, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+		for j, t := range r.Templates {
+			checkFile(fmt.Sprintf("templates[%d]", j), t)
+		}
+		if r.StatusTemplate != "" {
+			checkFile("statusTemplate", r.StatusTemplate)
+		}
+
+		if r.Selector != "" {
+			if _, err := labels.Parse(r.Selector); err != nil {
+				d.add(entry, "selector", fmt.Errorf("%q: %w", r.Selector, err))
+			}
+		}
+		nsSeen := map[string]int{}
+		for j, ns := range r.Namespaces {
+			field := fmt.Sprintf("namespaces[%d]", j)
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				d.addf(entry, field, "%q is not a valid namespace name: %s", ns, strings.Join(msgs, "; "))
+				continue
+			}
+			if k, dup := nsSeen[ns]; dup {
+				d.addf(entry, field, "%q: duplicate of namespaces[%d]", ns, k)
+				continue
+			}
+			nsSeen[ns] = j
+		}
+	}
+}
+
+// missingFileError says a configured file is not there; it unwraps to the
+// os error so errors.Is(err, fs.ErrNotExist) holds.
+type missingFileError struct {
+	resolved string
+	err      error
+}
+
+func (e *missingFileError) Error() string {
+	return fmt.Sprintf("no such file (looked for %s)", e.resolved)
+}
+
+func (e *missingFileError) Unwrap() error { return e.err }
+
+func checkRegularFile(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &missingFileError{resolved: path, err: err}
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	return nil
+}
+
+func equalResources(a, b []Resource) bool {
+	return slices.EqualFunc(a, b, func(x, y Resource) bool {
+		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
+			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
+			slices.Equal(x.Templates, y.Templates) && slices.Equal(x.Namespaces, y.Namespaces)
+	})
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number, float64, int64:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
