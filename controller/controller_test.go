@@ -76,7 +76,7 @@ func (f *fixture) newController(ctx context.Context) {
 			return true, &unstructured.Unstructured{Object: map[string]any{}}, nil
 		}
 		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(p.GetPatch(), &u.Object); err != nil {
+		if err := u.UnmarshalJSON(p.GetPatch()); err != nil {
 			return true, nil, err
 		}
 		// Apply keeps what the live object has beyond the applied fields
@@ -139,13 +139,13 @@ func describe(actions []core.Action) []string {
 			s += "/" + a.GetSubresource()
 		}
 		switch a := a.(type) {
-		case core.GetAction:
-			s += " " + a.GetName()
 		case core.PatchAction:
 			s += " " + a.GetName()
 			if a.GetPatchType() == types.ApplyPatchType {
 				s += " (apply)"
 			}
+		case core.GetAction:
+			s += " " + a.GetName()
 		case core.DeleteAction:
 			s += " " + a.GetName()
 		}
@@ -376,10 +376,10 @@ func TestRenderErrorAlreadyReportedCostsNothing(t *testing.T) {
 	f.cache = append(f.cache, p)
 	actions, _ := f.run("demo")
 	// Feed the written status back, as the watch would, and sync again.
-	var body map[string]any
-	must(t, json.Unmarshal(actions[0].(core.PatchAction).GetPatch(), &body))
+	var body unstructured.Unstructured
+	must(t, body.UnmarshalJSON(withKind(actions[0].(core.PatchAction).GetPatch())))
 	p = p.DeepCopy()
-	p.Object["status"] = body["status"]
+	p.Object["status"] = body.Object["status"]
 	f2 := newFixture(t)
 	f2.cache = append(f2.cache, p)
 	actions, err := f2.run("demo")
@@ -472,4 +472,14 @@ func mergeInto(dst, src map[string]any) {
 		}
 		dst[k] = v
 	}
+}
+
+// withKind adds apiVersion and kind to a patch body so that the unstructured
+// decoder, which yields int64 numbers as the API machinery does, accepts it.
+func withKind(patch []byte) []byte {
+	var m map[string]any
+	_ = json.Unmarshal(patch, &m)
+	m["apiVersion"], m["kind"] = "apps.example.com/v1beta1", "WebApp"
+	out, _ := json.Marshal(m)
+	return out
 }

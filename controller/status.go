@@ -1,11 +1,11 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,7 +69,7 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 		case readyChildren == total:
 			status["phase"] = PhaseReady
 			cond.Status, cond.Reason = metav1.ConditionTrue, ReasonAllChildrenReady
-			cond.Message = fmt.Sprintf("%d of %d children ready", readyChildren, total)
+			cond.Message = "all children ready"
 		default:
 			status["phase"] = PhaseProgressing
 			if readyChildren == 0 {
@@ -151,7 +151,7 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 // from what the cache holds: an unchanged status costs no request, and so
 // wakes no watch and starts no loop.
 func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, status map[string]any) error {
-	if equality.Semantic.DeepEqual(currentStatus(parent), status) {
+	if sameJSON(currentStatus(parent), status) {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{
@@ -223,4 +223,12 @@ func readiness(u *unstructured.Unstructured) childReadiness {
 		return childReadiness{ok: true}
 	}
 	return childReadiness{ok: true}
+}
+
+// sameJSON compares two JSON values by their encoding, so that int64 and
+// float64 holding the same number compare equal (decoders pick either).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

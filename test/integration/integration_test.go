@@ -1,0 +1,375 @@
+//go:build integration
+
+// Package integration runs stencil's controller in-process against the local
+// control plane (test/cluster/up.sh) and counts the requests it makes, through
+// a wrapping transport on its rest.Config. KUBECONFIG must point at the plane.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2/ktesting"
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+var (
+	crdGVR       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	webapps      = schema.GroupVersionResource{Group: "apps.example.com", Version: "v1beta1", Resource: "webapps"}
+	memcacheds   = schema.GroupVersionResource{Group: "cache.example.com", Version: "v1alpha1", Resource: "memcacheds"}
+	deployments  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	services     = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+)
+
+const root = "../.."
+
+// counter counts the requests that pass through a rest.Config.
+type counter struct {
+	mu       sync.Mutex
+	mutating map[string]int // "METHOD path-kind" -> count
+	reads    atomic.Int64
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			c.reads.Add(1)
+		default:
+			c.mu.Lock()
+			c.mutating[r.Method+" "+resourceOf(r.URL.Path)]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+func (c *counter) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mutating = map[string]int{}
+	c.reads.Store(0)
+}
+
+func (c *counter) snapshot() (total int, by map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	by = map[string]int{}
+	for k, v := range c.mutating {
+		by[k] = v
+		total += v
+	}
+	return total, by
+}
+
+// resourceOf turns /apis/apps/v1/namespaces/x/deployments/y/status into
+// "deployments/status".
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i < len(parts); i++ {
+		if parts[i] == "namespaces" && i+2 < len(parts) {
+			rest := parts[i+2:]
+			if len(rest) >= 3 {
+				return rest[0] + "/" + rest[2]
+			}
+			return rest[0]
+		}
+	}
+	return path
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func restConfig(t testing.TB) *rest.Config {
+	t.Helper()
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		t.Fatal("KUBECONFIG is not set: run through `make integration`, which starts the local control plane")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg
+}
+
+// installCRDs applies crds/*-crd.yaml and waits until they are Established.
+func installCRDs(ctx context.Context, t testing.TB, dyn dynamic.Interface) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(root, "crds", "*-crd.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no crds/*-crd.yaml")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &u.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := dyn.Resource(crdGVR).Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "stencil-test", Force: true}); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		poll(t, 60*time.Second, "CRD "+u.GetName()+" Established", func() (bool, error) {
+			crd, err := dyn.Resource(crdGVR).Get(ctx, u.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			for _, c := range conds {
+				m := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	}
+}
+
+func poll(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return cond() })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// running is one in-process controller.
+type running struct {
+	c       *controller.Controller
+	metrics *controller.Metrics
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func start(t testing.TB, cfg *rest.Config, cnt *counter, ns string) *running {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	conf, err := gvr.Load(filepath.Join(root, "crds", "stencil.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := templates.LoadAll(conf, templates.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(cnt.wrap)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
+	m := controller.NewMetrics()
+	c, err := controller.New(ctx, controller.Options{
+		Config: conf, Sets: sets, Dynamic: dyn, Kube: kube, Mapper: mapper, Metrics: m,
+		Namespace: ns, Workers: 4, ResyncPeriod: time.Hour,
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	r := &running{c: c, metrics: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	return r
+}
+
+func (r *running) stop(t testing.TB) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("controller Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("controller did not stop within 30s of cancel")
+	}
+}
+
+// counterValue sums a counter family in the controller's registry.
+func (r *running) counterValue(t testing.TB, name string) float64 {
+	t.Helper()
+	mfs, err := r.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetCounter() != nil {
+				sum += m.GetCounter().GetValue()
+			}
+			if m.GetGauge() != nil {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// settle waits until the controller has made at least n more reconciles than
+// before and its queue is empty.
+func (r *running) settle(t testing.TB, before float64, n int) {
+	t.Helper()
+	poll(t, 2*time.Minute, fmt.Sprintf("%d reconciles and an empty queue", n), func() (bool, error) {
+		return r.counterValue(t, "stencil_reconcile_total")-before >= float64(n) &&
+			r.counterValue(t, "workqueue_depth") == 0 &&
+			r.counterValue(t, "workqueue_unfinished_work_seconds") == 0, nil
+	})
+}
+
+func newNamespace(ctx context.Context, t testing.TB, dyn dynamic.Interface, name string) {
+	t.Helper()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}}
+	if _, err := dyn.Resource(namespaceGVR).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(namespaceGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+func cr(res schema.GroupVersionResource, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": res.GroupVersion().String(), "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     spec,
+	}}
+}
+
+func isReady(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	gen := u.GetGeneration()
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+			return og == gen
+		}
+	}
+	return false
+}
+
+// TestConvergedClusterCostsZeroWrites is the issue's measurement: 50 CRs over
+// both sample CRDs converge, then a forced resync and a restart each make 0
+// mutating requests. Figures are logged for the README.
+func TestConvergedClusterCostsZeroWrites(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	installCRDs(ctx, t, admin)
+	ns := fmt.Sprintf("it-zero-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+
+	cnt := &counter{mutating: map[string]int{}}
+	r := start(t, cfg, cnt, ns)
+	defer func() { r.stop(t) }()
+
+	const perKind = 25
+	for i := range perKind {
+		w := cr(webapps, "WebApp", ns, fmt.Sprintf("web-%02d", i), map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)})
+		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		m := cr(memcacheds, "Memcached", ns, fmt.Sprintf("mc-%02d", i), map[string]any{"size": int64(1)})
+		if _, err := admin.Resource(memcacheds).Namespace(ns).Create(ctx, m, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	poll(t, 3*time.Minute, "50 CRs Ready=True", func() (bool, error) {
+		ready := 0
+		for _, res := range []schema.GroupVersionResource{webapps, memcacheds} {
+			list, err := admin.Resource(res).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for i := range list.Items {
+				if isReady(&list.Items[i]) {
+					ready++
+				}
+			}
+		}
+		return ready == 2*perKind, nil
+	})
+	r.settle(t, 0, 2*perKind)
+	total, by := cnt.snapshot()
+	t.Logf("create: 50 CRs converged in %s with %d mutating requests (%.2f per CR): %v; %d reads (%.2f per CR)",
+		time.Since(start).Round(time.Millisecond), total, float64(total)/50, by, cnt.reads.Load(), float64(cnt.reads.Load())/50)
+
+	// Forced resync: every CR reconciled again from the cache.
+	cnt.reset()
+	before := r.counterValue(t, "stencil_reconcile_total")
+	if n := r.c.EnqueueAll(); n != 2*perKind {
+		t.Fatalf("EnqueueAll enqueued %d, want %d", n, 2*perKind)
+	}
+	r.settle(t, before, 2*perKind)
+	total, by = cnt.snapshot()
+	t.Logf("resync: %d mutating requests (%v), %d reads", total, by, cnt.reads.Load())
+	if total != 0 {
+		t.Errorf("a forced resync of a converged cluster made %d mutating requests: %v", total, by)
+	}
+
+	// Restart: a new process with empty caches.
+	r.stop(t)
+	cnt.reset()
+	r = start(t, cfg, cnt, ns)
+	r.settle(t, 0, 2*perKind)
+	total, by = cnt.snapshot()
+	t.Logf("restart: %d mutating requests (%v), %d reads (list+watch and discovery)", total, by, cnt.reads.Load())
+	if total != 0 {
+		t.Errorf("a restart over a converged cluster made %d mutating requests: %v", total, by)
+	}
+
+	// Deleting a CR garbage-collects its children through ownerReferences.
+	if err := admin.Resource(webapps).Namespace(ns).Delete(ctx, "web-00", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 2*time.Minute, "children of web-00 garbage-collected", func() (bool, error) {
+		for _, res := range []schema.GroupVersionResource{deployments, services} {
+			_, err := admin.Resource(res).Namespace(ns).Get(ctx, "web-00", metav1.GetOptions{})
+			if err == nil {
+				return false, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
