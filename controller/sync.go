@@ -303,4 +303,3 @@ func stampHash(want *unstructured.Unstructured) (string, error) {
 	want.SetAnnotations(annotations)
 	return hash, nil
 }
-
