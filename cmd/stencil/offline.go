@@ -1,0 +1,241 @@
+package main
+
+// The offline subcommands: they read files only, never a kubeconfig.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+func validateCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("validate", "--config FILE")
+	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
+	}
+	cfg, _, ok := loadConfig(*config, stderr)
+	if !ok {
+		return exitUsage
+	}
+	var nTemplates, nStatus int
+	for _, r := range cfg.Resources {
+		nTemplates += len(r.Templates)
+		if r.StatusTemplate != "" {
+			nStatus++
+		}
+	}
+	fmt.Fprintf(stdout, "%s: %s, %s, %s OK\n", cfg.Path,
+		plural(len(cfg.Resources), "resource"), plural(nTemplates, "template"), plural(nStatus, "status template"))
+	return exitOK
+}
+
+func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("render", "--config FILE -f RESOURCE.yaml [--resource PLURAL] [--namespace NS]")
+	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	var file string
+	fs.StringVar(&file, "f", "", "`file` holding custom resources (--- separated); - reads stdin")
+	fs.StringVar(&file, "filename", "", "same as -f")
+	resource := fs.String("resource", "", "config entry to use, by `plural`; needed only when several entries share the resource's group and version")
+	namespace := fs.String("namespace", "default", "`namespace` for resources that name none, as kubectl apply would")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
+	}
+	if file == "" {
+		fmt.Fprintf(stderr, "%s: -f is required\n", fs.Name())
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return exitUsage
+	}
+	cfg, sets, ok := loadConfig(*config, stderr)
+	if !ok {
+		return exitUsage
+	}
+	var (
+		data []byte
+		err  error
+	)
+	if file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil render: %v\n", err)
+		return exitFailed
+	}
+	objs, err := decodeResources(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil render: %s: %v\n", file, err)
+		return exitFailed
+	}
+	if len(objs) == 0 {
+		fmt.Fprintf(stderr, "stencil render: %s: no resources found\n", file)
+		return exitFailed
+	}
+	status := exitOK
+	first := true
+	for _, u := range objs {
+		if u.GetNamespace() == "" {
+			u.SetNamespace(*namespace)
+		}
+		where := fmt.Sprintf("%s: %s %s/%s", file, u.GetKind(), u.GetNamespace(), u.GetName())
+		set, err := findSet(cfg, sets, u, *resource)
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+			status = exitFailed
+			continue
+		}
+		parent, err := gvr.NewObject(u, set.Resource().GVR())
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+			status = exitFailed
+			continue
+		}
+		children, err := set.Render(parent)
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil render: %s:\n", where)
+			printErrors(stderr, err)
+			status = exitFailed
+			continue
+		}
+		for _, c := range children {
+			out, err := yaml.Marshal(c.Object)
+			if err != nil {
+				fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+				status = exitFailed
+				continue
+			}
+			if !first {
+				fmt.Fprintln(stdout, "---")
+			}
+			first = false
+			stdout.Write(out)
+		}
+	}
+	return status
+}
+
+// findSet picks the config entry for u: the entry with u's group and version,
+// narrowed by --resource. The CR names a kind, not a resource, and stencil
+// never guesses a plural from a kind, so ambiguity is an error.
+func findSet(cfg *gvr.Config, sets []*templates.Set, u *unstructured.Unstructured, resource string) (*templates.Set, error) {
+	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q: %w", u.GetAPIVersion(), err)
+	}
+	var matches []*templates.Set
+	var names []string
+	for _, s := range sets {
+		r := s.Resource()
+		if r.Group != gv.Group || r.Version != gv.Version {
+			continue
+		}
+		names = append(names, r.Resource)
+		if resource == "" || r.Resource == resource {
+			matches = append(matches, s)
+		}
+	}
+	switch {
+	case len(matches) == 1:
+		return matches[0], nil
+	case len(names) == 0:
+		return nil, fmt.Errorf("%s lists no resource of %s", cfg.Path, gv)
+	case len(matches) == 0:
+		return nil, fmt.Errorf("%s lists no resource %q in %s (it lists %s)", cfg.Path, resource, gv, strings.Join(names, ", "))
+	default:
+		return nil, fmt.Errorf("%s lists several resources in %s (%s): pick one with --resource", cfg.Path, gv, strings.Join(names, ", "))
+	}
+}
+
+// decodeResources decodes every non-empty "---" document of data.
+func decodeResources(data []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for i, doc := range splitYAML(data) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if m == nil {
+			continue
+		}
+		v, err := gvr.CopyJSONValue(m)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		u := &unstructured.Unstructured{Object: v.(map[string]any)}
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			return nil, fmt.Errorf("document %d: apiVersion and kind are required", i+1)
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
+}
+
+// splitYAML splits a multi-document YAML stream on "---" lines.
+func splitYAML(data []byte) [][]byte {
+	var (
+		docs [][]byte
+		cur  []byte
+	)
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if t := strings.TrimRight(line, " \t\r\n"); t == "---" || strings.HasPrefix(t, "--- ") {
+			docs = append(docs, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, line...)
+	}
+	return append(docs, cur)
+}
+
+func rbacCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rbac", "--config FILE [--name NAME]")
+	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	name := fs.String("name", "stencil", "`name` of the ClusterRole")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
+	}
+	cfg, sets, ok := loadConfig(*config, stderr)
+	if !ok {
+		return exitUsage
+	}
+	// Every set is loaded with the same Options, so they share one kind list.
+	kinds := templates.DefaultKinds
+	if len(sets) > 0 {
+		kinds = sets[0].Kinds()
+	}
+	out, err := yaml.Marshal(controller.ClusterRole(*name, cfg, kinds))
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
+		return exitFailed
+	}
+	stdout.Write(out)
+	return exitOK
+}
+
+func versionCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
+	}
+	fmt.Fprintf(stdout, "stencil %s\n", version)
+	return exitOK
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"stencil.dev/stencil/gvr"
+)
+
+// childResources maps the child kinds stencil knows to their resources. It is
+// a static table on purpose: a plural guessed from a kind ("Ingress" ->
+// "ingresss") yields a ClusterRole that silently lacks a permission.
+var childResources = map[schema.GroupKind]string{
+	{Group: "apps", Kind: "Deployment"}: "deployments",
+	{Group: "", Kind: "Service"}:        "services",
+}
+
+// ChildResource returns the resource of a child kind, and false for a kind
+// that is not in stencil's static table.
+func ChildResource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+	res, ok := childResources[gvk.GroupKind()]
+	if !ok {
+		return schema.GroupVersionResource{}, false
+	}
+	return gvk.GroupVersion().WithResource(res), true
+}
+
+// verbOrder is the order verbs appear in a rule, the order kubectl prints them.
+var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+
+// ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
+// for cfg: read and watch every configured resource, merge-patch its status,
+// apply and prune children of kinds, record events and hold a leader lease.
+// Child kinds missing from the static table of ChildResource are left out;
+// callers allowing other kinds check ChildResource first. Rules are sorted by
+// API group, so the output is stable and can be checked in.
+func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) *rbacv1.ClusterRole {
+	// perms[group][resource] is the set of verbs needed.
+	perms := map[string]map[string]map[string]bool{}
+	grant := func(group, resource string, verbs ...string) {
+		if perms[group] == nil {
+			perms[group] = map[string]map[string]bool{}
+		}
+		if perms[group][resource] == nil {
+			perms[group][resource] = map[string]bool{}
+		}
+		for _, v := range verbs {
+			perms[group][resource][v] = true
+		}
+	}
+	for _, r := range cfg.Resources {
+		grant(r.Group, r.Resource, "get", "list", "watch")
+		grant(r.Group, r.Resource+"/status", "patch")
+	}
+	for _, k := range kinds {
+		if res, ok := ChildResource(k); ok {
+			// Server-side apply that creates needs create and patch; pruning needs delete.
+			grant(res.Group, res.Resource, "get", "list", "watch", "create", "patch", "delete")
+		}
+	}
+	grant("", "events", "create", "patch")
+	grant("coordination.k8s.io", "leases", "get", "create", "update")
+
+	var rules []rbacv1.PolicyRule
+	for _, group := range slices.Sorted(maps.Keys(perms)) {
+		// One rule per distinct verb set within the group.
+		byVerbs := map[string]*rbacv1.PolicyRule{}
+		var order []string
+		for _, res := range slices.Sorted(maps.Keys(perms[group])) {
+			var verbs []string
+			for _, v := range verbOrder {
+				if perms[group][res][v] {
+					verbs = append(verbs, v)
+				}
+			}
+			key := strings.Join(verbs, ",")
+			if r, ok := byVerbs[key]; ok {
+				r.Resources = append(r.Resources, res)
+				continue
+			}
+			byVerbs[key] = &rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{res}, Verbs: verbs}
+			order = append(order, key)
+		}
+		for _, key := range order {
+			rules = append(rules, *byVerbs[key])
+		}
+	}
+	return &rbacv1.ClusterRole{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{"app.kubernetes.io/name": "stencil"},
+		},
+		Rules: rules,
+	}
+}

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+// The -update flag may also be defined by another test file in this package;
+// define it only if nobody has, and read it through flag.Lookup.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files")
+	}
+}
+
+func updateGolden() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+// TestClusterRoleMatchesDeploy keeps deploy/clusterrole.yaml and ClusterRole
+// from drifting apart: the checked-in file is byte for byte what ClusterRole
+// (and so "stencil rbac --config crds/stencil.yaml") renders for the example
+// config. Run with -update to rewrite it.
+func TestClusterRoleMatchesDeploy(t *testing.T) {
+	cfg, err := gvr.Load(filepath.Join("..", "crds", "stencil.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := yaml.Marshal(ClusterRole("stencil", cfg, templates.DefaultKinds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "deploy", "clusterrole.yaml")
+	if updateGolden() {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale; run go test ./controller -run ClusterRole -update\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestClusterRoleRules(t *testing.T) {
+	cfg := &gvr.Config{Resources: []gvr.Resource{
+		{Group: "b.example.com", Version: "v1", Resource: "foos"},
+		{Group: "b.example.com", Version: "v1", Resource: "bars"},
+		{Group: "a.example.com", Version: "v2", Resource: "bazs"},
+	}}
+	kinds := append([]schema.GroupVersionKind{{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}}, templates.DefaultKinds...)
+	role := ClusterRole("x", cfg, kinds)
+	if role.Name != "x" || role.Kind != "ClusterRole" || role.APIVersion != "rbac.authorization.k8s.io/v1" {
+		t.Errorf("metadata = %v %v %v", role.Name, role.Kind, role.APIVersion)
+	}
+	type rule struct{ group, resources, verbs string }
+	var got []rule
+	for _, r := range role.Rules {
+		if len(r.APIGroups) != 1 {
+			t.Fatalf("rule %v: want one API group", r)
+		}
+		got = append(got, rule{r.APIGroups[0], strings.Join(r.Resources, ","), strings.Join(r.Verbs, ",")})
+	}
+	want := []rule{
+		{"", "events", "create,patch"},
+		{"", "services", "get,list,watch,create,patch,delete"},
+		{"a.example.com", "bazs", "get,list,watch"},
+		{"a.example.com", "bazs/status", "patch"},
+		{"apps", "deployments", "get,list,watch,create,patch,delete"},
+		// Resources of one group that need the same verbs share a rule.
+		{"b.example.com", "bars,foos", "get,list,watch"},
+		{"b.example.com", "bars/status,foos/status", "patch"},
+		{"coordination.k8s.io", "leases", "get,create,update"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("rules:\n got %v\nwant %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("rule %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+	// Ingress is not in the static table, so no rule mentions it.
+	if _, ok := ChildResource(kinds[0]); ok {
+		t.Errorf("ChildResource(Ingress) ok, want not found")
+	}
+}

@@ -1,0 +1,199 @@
+package gvr
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+const cfgPath = "testdata/stencil.yaml"
+
+const validConfig = `
+resources:
+  - group: apps.example.com
+    version: v1beta1
+    resource: webapps
+    templates: [web/deployment.yaml.tmpl, web/service.yaml.tmpl]
+    statusTemplate: web/status.yaml.tmpl
+    namespaces: [team-a, team-b]
+    selector: "tier in (web),!legacy"
+  - version: v1
+    resource: configmaps
+    templates: [web/deployment.yaml.tmpl]
+`
+
+func TestParseConfigValid(t *testing.T) {
+	cfg, err := ParseConfig(cfgPath, []byte(validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Path != cfgPath || cfg.Dir != "testdata" {
+		t.Errorf("Path, Dir = %q, %q", cfg.Path, cfg.Dir)
+	}
+	if len(cfg.Resources) != 2 {
+		t.Fatalf("got %d resources, want 2", len(cfg.Resources))
+	}
+	r := cfg.Resources[0]
+	if got, want := r.GVR(), (schema.GroupVersionResource{Group: "apps.example.com", Version: "v1beta1", Resource: "webapps"}); got != want {
+		t.Errorf("GVR() = %v, want %v", got, want)
+	}
+	if r.String() != "webapps.v1beta1.apps.example.com" || cfg.Resources[1].String() != "configmaps.v1" {
+		t.Errorf("String() = %q, %q", r.String(), cfg.Resources[1].String())
+	}
+	sel := r.LabelSelector()
+	if !sel.Matches(labels.Set{"tier": "web"}) || sel.Matches(labels.Set{"tier": "web", "legacy": "y"}) {
+		t.Errorf("LabelSelector() = %v does not behave as written", sel)
+	}
+	if !cfg.Resources[1].LabelSelector().Empty() {
+		t.Errorf("empty selector should select everything")
+	}
+	if got := cfg.TemplatePath(r.Templates[0]); got != filepath.Join("testdata", "web", "deployment.yaml.tmpl") {
+		t.Errorf("TemplatePath = %q", got)
+	}
+}
+
+func TestLabelSelectorInvalidSelectsNothing(t *testing.T) {
+	r := Resource{Selector: "a in (("}
+	if r.LabelSelector().Matches(labels.Set{}) {
+		t.Error("a bad selector must not match anything")
+	}
+}
+
+func TestLoadExampleConfig(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "crds", "stencil.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Resources) != 2 || cfg.Resources[1].Resource != "memcacheds" {
+		t.Errorf("unexpected resources %+v", cfg.Resources)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("testdata/nope.yaml")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("err = %v, want fs.ErrNotExist", err)
+	}
+}
+
+// entry is the start of a config entry whose first fields are fine.
+const entry = `
+  - group: apps.example.com
+    version: v1beta1
+    resource: webapps
+`
+
+func TestParseConfigErrors(t *testing.T) {
+	const web = "testdata/stencil.yaml: resources[0] (webapps.v1beta1.apps.example.com): "
+	tests := []struct {
+		name   string
+		config string
+		want   []string // each must appear in the error, in this order, one per line
+	}{
+		{"empty file", ``, []string{"testdata/stencil.yaml: resources: at least one resource is required"}},
+		{"not YAML", "resources: [", []string{"testdata/stencil.yaml: not valid YAML"}},
+		{"top level list", "- a\n", []string{"testdata/stencil.yaml: top level must be a mapping"}},
+		{"resources not list", "resources: {}\n", []string{"testdata/stencil.yaml: resources: must be a list, not a mapping"}},
+		{"no resources", "resources: []\n", []string{"testdata/stencil.yaml: resources: at least one resource is required"}},
+		{"unknown top-level field", "resource: []\nresources: [{version: v1, resource: pods, templates: [web/service.yaml.tmpl]}]\n",
+			[]string{`testdata/stencil.yaml: resource: unknown field "resource"`}},
+		{"duplicate key", "resources: []\nresources: []\n", []string{"testdata/stencil.yaml: not valid YAML", "already set"}},
+		{"entry not mapping", "resources: [webapps]\n", []string{"testdata/stencil.yaml: resources[0]: must be a mapping, not a string"}},
+		{"unknown fields, all reported", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    template: x\n    selectors: y\n",
+			[]string{web + `selectors: unknown field "selectors"`, web + `template: unknown field "template"`}},
+		{"wrong types", "resources:" + entry + "    templates: web/service.yaml.tmpl\n    namespaces: [1]\n    selector: [a]\n",
+			[]string{web + "templates: must be a list of strings, not a string", web + "namespaces[0]: must be a string, not a number", web + "selector: must be a string, not a list"}},
+		{"missing version", "resources:\n  - group: apps.example.com\n    resource: webapps\n    templates: [web/service.yaml.tmpl]\n",
+			[]string{"testdata/stencil.yaml: resources[0]: version: is required"}},
+		{"missing resource", "resources:\n  - group: apps.example.com\n    version: v1\n    templates: [web/service.yaml.tmpl]\n",
+			[]string{"testdata/stencil.yaml: resources[0]: resource: is required: the lowercase plural as in the CRD, e.g. webapps"}},
+		{"kind instead of plural", "resources:\n  - group: apps.example.com\n    version: v1beta1\n    resource: WebApp\n    templates: [web/service.yaml.tmpl]\n",
+			[]string{`testdata/stencil.yaml: resources[0] (WebApp.v1beta1.apps.example.com): resource: "WebApp": resource must be the lowercase plural as in the CRD, e.g. webapps`}},
+		{"resource with subresource", "resources:\n  - version: v1\n    resource: pods/status\n    templates: [web/service.yaml.tmpl]\n",
+			[]string{`testdata/stencil.yaml: resources[0] (pods/status.v1): resource: "pods/status": resource must be the lowercase plural`}},
+		{"bad group", "resources:\n  - group: Apps_Example\n    version: v1\n    resource: webapps\n    templates: [web/service.yaml.tmpl]\n",
+			[]string{`resources[0] (webapps.v1.Apps_Example): group: "Apps_Example" is not a valid API group`}},
+		{"bad version", "resources:\n  - group: apps.example.com\n    version: V1.0\n    resource: webapps\n    templates: [web/service.yaml.tmpl]\n",
+			[]string{`resources[0] (webapps.V1.0.apps.example.com): version: "V1.0" is not a valid API version`}},
+		{"no templates", "resources:" + entry, []string{web + "templates: at least one template is required"}},
+		{"missing template", "resources:" + entry + "    templates: [web/service.yaml.tmpl, web/deploy.yaml.tmpl]\n",
+			[]string{web + "templates[1]: web/deploy.yaml.tmpl: no such file (looked for testdata/web/deploy.yaml.tmpl)"}},
+		{"template is a directory", "resources:" + entry + "    templates: [adir.tmpl]\n",
+			[]string{web + "templates[0]: adir.tmpl: testdata/adir.tmpl is not a regular file"}},
+		{"empty template path", "resources:" + entry + "    templates: ['']\n", []string{web + "templates[0]: must not be empty"}},
+		{"template listed twice", "resources:" + entry + "    templates: [web/service.yaml.tmpl, web/service.yaml.tmpl]\n",
+			[]string{web + "templates[1]: web/service.yaml.tmpl: duplicate of templates[0]"}},
+		{"missing status template", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    statusTemplate: web/gone.tmpl\n",
+			[]string{web + "statusTemplate: web/gone.tmpl: no such file"}},
+		{"duplicate GVR", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n" + entry + "    templates: [web/deployment.yaml.tmpl]\n",
+			[]string{"testdata/stencil.yaml: resources[1] (webapps.v1beta1.apps.example.com): duplicate of resources[0]"}},
+		{"bad selector", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    selector: 'a in (('\n",
+			[]string{web + `selector: "a in ((": `}},
+		{"bad namespace", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    namespaces: [Team_A]\n",
+			[]string{web + `namespaces[0]: "Team_A" is not a valid namespace name`}},
+		{"duplicate namespace", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    namespaces: [a, b, a]\n",
+			[]string{web + `namespaces[2]: "a": duplicate of namespaces[0]`}},
+		{"every entry reported", "resources:\n  - version: v1\n    resource: pods\n  - version: v1\n    resource: Services\n    templates: [x]\n",
+			[]string{"resources[0] (pods.v1): templates: at least one template is required",
+				`resources[1] (Services.v1): resource: "Services": resource must be the lowercase plural`,
+				"resources[1] (Services.v1): templates[0]: x: no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfig(cfgPath, []byte(tt.config))
+			if err == nil {
+				t.Fatalf("no error, config %+v", cfg)
+			}
+			if cfg != nil {
+				t.Errorf("config %+v returned with an error", cfg)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Errorf("got %d errors, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for i, want := range tt.want {
+				if i < len(lines) && !strings.Contains(lines[i], want) {
+					t.Errorf("error %d = %q\nwant it to contain %q", i, lines[i], want)
+				}
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("errors.As(*FieldError) failed for %v", err)
+			} else if fe.File != cfgPath {
+				t.Errorf("FieldError.File = %q", fe.File)
+			}
+		})
+	}
+}
+
+func TestMissingTemplateIsNotExist(t *testing.T) {
+	_, err := ParseConfig(cfgPath, []byte("resources:"+entry+"    templates: [gone.tmpl]\n"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("errors.Is(err, fs.ErrNotExist) = false for %v", err)
+	}
+}
+
+func TestLoadAbsoluteTemplatePath(t *testing.T) {
+	abs, err := filepath.Abs("testdata/web/service.yaml.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(path, []byte("resources:"+entry+"    templates: ["+abs+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.TemplatePath(cfg.Resources[0].Templates[0]); got != abs {
+		t.Errorf("TemplatePath = %q, want %q", got, abs)
+	}
+}
