@@ -143,23 +143,19 @@ func Load(path string) (*Config, error) {
 // still checked on disk, relative to filepath.Dir(path).
 func ParseConfig(path string, data []byte) (*Config, error) {
 	cfg := &Config{Path: path, Dir: filepath.Dir(path)}
-	d := &decoder{file: path}
+	d := &decoder{file: path, badFields: map[int]map[string]bool{}}
 	d.decode(cfg, data)
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
-	// The walk above accepted the document; decode it once more with the
-	// strict decoder so the struct tags, not the walk, are the source of truth.
+	// The walk accepted the document; decode it once more with the strict
+	// decoder so the struct tags, not the walk, are the source of truth.
 	var strict Config
 	if err := yaml.UnmarshalStrict(data, &strict); err != nil {
 		return nil, &FieldError{File: path, Err: err}
 	}
 	if !equalResources(strict.Resources, cfg.Resources) {
 		return nil, &FieldError{File: path, Err: errors.New("internal error: strict decode disagrees with validation")}
-	}
-	cfg.validate(d)
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
 	}
 	return cfg, nil
 }
@@ -169,6 +165,16 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 type decoder struct {
 	file string
 	errs []error
+	// badFields[i][field] is set when resources[i].field failed to decode,
+	// so validation does not report it a second time.
+	badFields map[int]map[string]bool
+}
+
+func (d *decoder) markBad(i int, field string) {
+	if d.badFields[i] == nil {
+		d.badFields[i] = map[string]bool{}
+	}
+	d.badFields[i][field] = true
 }
 
 func (d *decoder) add(entry, field string, err error) {
@@ -223,8 +229,10 @@ func (d *decoder) decode(cfg *Config, data []byte) {
 		return
 	}
 	cfg.Resources = make([]Resource, len(list))
+	seen := map[schema.GroupVersionResource]int{}
 	for i, item := range list {
 		cfg.Resources[i] = d.decodeResource(i, item)
+		cfg.validateEntry(d, i, cfg.Resources[i], seen)
 	}
 }
 
@@ -233,6 +241,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	m, ok := item.(map[string]any)
 	if !ok {
 		d.addf(fmt.Sprintf("resources[%d]", i), "", "must be a mapping, not %s", jsonType(item))
+		d.markBad(i, "*")
 		return r
 	}
 	// Read the identifying fields first so every later message can name the GVR.
@@ -254,6 +263,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 		s, ok := v.(string)
 		if !ok {
 			d.addf(entry, field, "must be a string, not %s", jsonType(v))
+			d.markBad(i, field)
 		}
 		return s
 	}
@@ -265,6 +275,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 		l, ok := v.([]any)
 		if !ok {
 			d.addf(entry, field, "must be a list of strings, not %s", jsonType(v))
+			d.markBad(i, field)
 			return nil
 		}
 		out := make([]string, 0, len(l))
@@ -272,6 +283,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 			s, ok := e.(string)
 			if !ok {
 				d.addf(entry, fmt.Sprintf("%s[%d]", field, j), "must be a string, not %s", jsonType(e))
+				d.markBad(i, field)
 				continue
 			}
 			out = append(out, s)
@@ -288,83 +300,93 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	return r
 }
 
-func (c *Config) validate(d *decoder) {
-	seen := map[schema.GroupVersionResource]int{}
-	for i, r := range c.Resources {
-		entry := EntryName(i, r)
-		if r.Group != "" {
-			for _, msg := range validation.IsDNS1123Subdomain(r.Group) {
-				d.addf(entry, "group", "%q is not a valid API group: %s", r.Group, msg)
-			}
+// validateEntry checks resources[i] (and, through seen, that its GVR is new)
+// right after it is decoded, so errors come out grouped by entry. Fields that
+// failed to decode are not checked again.
+func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.GroupVersionResource]int) {
+	entry := EntryName(i, r)
+	bad := d.badFields[i]
+	if bad["*"] {
+		return
+	}
+	if r.Group != "" && !bad["group"] {
+		for _, msg := range validation.IsDNS1123Subdomain(r.Group) {
+			d.addf(entry, "group", "%q is not a valid API group: %s", r.Group, msg)
 		}
-		if r.Version == "" {
-			d.add(entry, "version", errors.New("is required, e.g. v1"))
+	}
+	switch {
+	case bad["version"]:
+	case r.Version == "":
+		d.add(entry, "version", errors.New("is required, e.g. v1"))
+	default:
+		for _, msg := range validation.IsDNS1123Label(r.Version) {
+			d.addf(entry, "version", "%q is not a valid API version: %s", r.Version, msg)
+		}
+	}
+	switch {
+	case bad["resource"]:
+	case r.Resource == "":
+		d.add(entry, "resource", errors.New("is required: the lowercase plural as in the CRD, e.g. webapps"))
+	case strings.ToLower(r.Resource) != r.Resource:
+		d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps", r.Resource)
+	default:
+		if msgs := validation.IsDNS1123Label(r.Resource); len(msgs) > 0 {
+			d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps: %s", r.Resource, strings.Join(msgs, "; "))
+		}
+	}
+	if r.Version != "" && r.Resource != "" && !bad["group"] && !bad["version"] && !bad["resource"] {
+		if j, dup := seen[r.GVR()]; dup {
+			d.addf(entry, "", "duplicate of resources[%d]: each GVR may appear once", j)
 		} else {
-			for _, msg := range validation.IsDNS1123Label(r.Version) {
-				d.addf(entry, "version", "%q is not a valid API version: %s", r.Version, msg)
-			}
+			seen[r.GVR()] = i
 		}
-		switch {
-		case r.Resource == "":
-			d.add(entry, "resource", errors.New("is required: the lowercase plural as in the CRD, e.g. webapps"))
-		case strings.ToLower(r.Resource) != r.Resource:
-			d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps", r.Resource)
-		default:
-			if msgs := validation.IsDNS1123Label(r.Resource); len(msgs) > 0 {
-				d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps: %s", r.Resource, strings.Join(msgs, "; "))
-			}
-		}
-		if r.Version != "" && r.Resource != "" {
-			if j, dup := seen[r.GVR()]; dup {
-				d.addf(entry, "", "duplicate of resources[%d]: each GVR may appear once", j)
-			} else {
-				seen[r.GVR()] = i
-			}
-		}
+	}
 
-		if len(r.Templates) == 0 {
-			d.add(entry, "templates", errors.New("at least one template is required"))
+	if len(r.Templates) == 0 && !bad["templates"] {
+		d.add(entry, "templates", errors.New("at least one template is required"))
+	}
+	firstUse := map[string]string{}
+	checkFile := func(field, name string) {
+		if name == "" {
+			d.add(entry, field, errors.New("must not be empty"))
+			return
 		}
-		firstUse := map[string]string{}
-		checkFile := func(field, name string) {
-			if name == "" {
-				d.add(entry, field, errors.New("must not be empty"))
-				return
-			}
-			if prev, dup := firstUse[name]; dup {
-				d.addf(entry, field, "%s: duplicate of %s", name, prev)
-				return
-			}
-			firstUse[name] = field
-			if err := checkRegularFile(c.TemplatePath(name)); err != nil {
-				d.add(entry, field, fmt.Errorf("%s: %w", name, err))
-			}
+		if prev, dup := firstUse[name]; dup {
+			d.addf(entry, field, "%s: duplicate of %s", name, prev)
+			return
 		}
-		for j, t := range r.Templates {
-			checkFile(fmt.Sprintf("templates[%d]", j), t)
+		firstUse[name] = field
+		if err := checkRegularFile(c.TemplatePath(name)); err != nil {
+			d.add(entry, field, fmt.Errorf("%s: %w", name, err))
 		}
-		if r.StatusTemplate != "" {
-			checkFile("statusTemplate", r.StatusTemplate)
-		}
+	}
+	for j, t := range r.Templates {
+		checkFile(fmt.Sprintf("templates[%d]", j), t)
+	}
+	if r.StatusTemplate != "" && !bad["statusTemplate"] {
+		checkFile("statusTemplate", r.StatusTemplate)
+	}
 
-		if r.Selector != "" {
-			if _, err := labels.Parse(r.Selector); err != nil {
-				d.add(entry, "selector", fmt.Errorf("%q: %w", r.Selector, err))
-			}
+	if r.Selector != "" && !bad["selector"] {
+		if _, err := labels.Parse(r.Selector); err != nil {
+			d.add(entry, "selector", fmt.Errorf("%q: %w", r.Selector, err))
 		}
-		nsSeen := map[string]int{}
-		for j, ns := range r.Namespaces {
-			field := fmt.Sprintf("namespaces[%d]", j)
-			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-				d.addf(entry, field, "%q is not a valid namespace name: %s", ns, strings.Join(msgs, "; "))
-				continue
-			}
-			if k, dup := nsSeen[ns]; dup {
-				d.addf(entry, field, "%q: duplicate of namespaces[%d]", ns, k)
-				continue
-			}
-			nsSeen[ns] = j
+	}
+	if bad["namespaces"] {
+		return
+	}
+	nsSeen := map[string]int{}
+	for j, ns := range r.Namespaces {
+		field := fmt.Sprintf("namespaces[%d]", j)
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			d.addf(entry, field, "%q is not a valid namespace name: %s", ns, strings.Join(msgs, "; "))
+			continue
 		}
+		if k, dup := nsSeen[ns]; dup {
+			d.addf(entry, field, "%q: duplicate of namespaces[%d]", ns, k)
+			continue
+		}
+		nsSeen[ns] = j
 	}
 }
 
@@ -375,10 +397,12 @@ type missingFileError struct {
 	err      error
 }
 
+// Error implements error.
 func (e *missingFileError) Error() string {
 	return fmt.Sprintf("no such file (looked for %s)", e.resolved)
 }
 
+// Unwrap returns the os error.
 func (e *missingFileError) Unwrap() error { return e.err }
 
 func checkRegularFile(path string) error {

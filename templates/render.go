@@ -36,7 +36,8 @@ var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "
 // backing off. Render and RenderStatus wrap every such failure in one; find
 // it with errors.As.
 type RenderError struct {
-	// Template is the template path as written in the config.
+	// Template is the template path as written in the config; empty when
+	// the failure is not in one template (a parent without a namespace).
 	Template string
 	// Line is the line in the template, 0 when unknown.
 	Line int
@@ -46,7 +47,10 @@ type RenderError struct {
 
 // Error renders as "webapp/deployment.yaml.tmpl:12: map has no entry for key "image"".
 func (e *RenderError) Error() string {
-	if e.Line > 0 {
+	switch {
+	case e.Template == "":
+		return e.Err.Error()
+	case e.Line > 0:
 		return fmt.Sprintf("%s:%d: %v", e.Template, e.Line, e.Err)
 	}
 	return fmt.Sprintf("%s: %v", e.Template, e.Err)
@@ -81,7 +85,12 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 			errs = append(errs, err)
 			continue
 		}
-		for _, doc := range splitDocuments(out) {
+		docs, err := splitDocuments(out)
+		if err != nil {
+			errs = append(errs, &RenderError{Template: name, Err: err})
+			continue
+		}
+		for _, doc := range docs {
 			fail := func(err error) {
 				errs = append(errs, &RenderError{Template: name, Err: fmt.Errorf("%s: %w", doc, err)})
 			}
@@ -120,7 +129,10 @@ func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs := splitDocuments(out)
+	docs, err := splitDocuments(out)
+	if err != nil {
+		return nil, &RenderError{Template: name, Err: err}
+	}
 	switch len(docs) {
 	case 0:
 		return map[string]any{}, nil
@@ -152,7 +164,8 @@ func checkParent(parent *gvr.Object) error {
 		return errors.New("rendering: no parent object")
 	}
 	if parent.Namespace == "" {
-		return fmt.Errorf("rendering %s %q: children need a namespace, and the resource has none (stencil manages namespaced resources only)", parent.Resource.Kind, parent.Name)
+		// Terminal: no retry gives a cluster-scoped resource a namespace.
+		return &RenderError{Err: fmt.Errorf("rendering %s %q: children need a namespace, and the resource has none (stencil manages namespaced resources only)", parent.Resource.Kind, parent.Name)}
 	}
 	return nil
 }
@@ -266,15 +279,21 @@ func requiredString(obj map[string]any, fields ...string) (string, error) {
 func decodeYAML(body []byte) (any, error) {
 	js, err := yaml.YAMLToJSONStrict(body)
 	if err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, notYAML(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, notYAML(err)
 	}
 	return gvr.CopyJSONValue(v)
+}
+
+// notYAML wraps a YAML error on one line: the message ends up in a status
+// condition, and go-yaml spreads its messages over several lines.
+func notYAML(err error) error {
+	return &execMessage{msg: "not valid YAML: " + strings.Join(strings.Fields(err.Error()), " "), err: err}
 }
 
 // document is one "---"-separated part of a template's output.
@@ -289,10 +308,11 @@ func (d document) String() string {
 	return fmt.Sprintf("rendered document %d (output line %d)", d.index, d.line)
 }
 
-// splitDocuments splits template output on lines that are exactly "---"
-// (trailing blanks and a comment allowed) and drops documents holding only
-// whitespace and comments.
-func splitDocuments(out []byte) []document {
+// splitDocuments splits template output on "---" lines (a comment may
+// follow) and on "..." document-end lines, and drops documents holding only
+// whitespace and comments. Content after "---" on the same line is an error,
+// as in kubectl: the YAML decoder would otherwise silently drop the rest.
+func splitDocuments(out []byte) ([]document, error) {
 	var (
 		docs    []document
 		cur     []byte
@@ -305,12 +325,17 @@ func splitDocuments(out []byte) []document {
 		}
 		cur, hasData = nil, false
 	}
-	lines := strings.SplitAfter(string(out), "\n")
-	for i, line := range lines {
+	for i, line := range strings.SplitAfter(string(out), "\n") {
 		trimmed := strings.TrimRight(line, " \t\r\n")
-		if trimmed == "---" || strings.HasPrefix(trimmed, "--- #") {
+		if rest, ok := strings.CutPrefix(trimmed, "---"); ok {
+			if rest = strings.TrimSpace(rest); rest != "" && !strings.HasPrefix(rest, "#") {
+				return nil, fmt.Errorf("output line %d: %q: only a comment may follow the --- document separator", i+1, trimmed)
+			}
 			flush()
-			start = i + 2
+			continue
+		}
+		if trimmed == "..." {
+			flush()
 			continue
 		}
 		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
@@ -322,7 +347,7 @@ func splitDocuments(out []byte) []document {
 		cur = append(cur, line...)
 	}
 	flush()
-	return docs
+	return docs, nil
 }
 
 // execute runs t into a bounded buffer and turns every failure, including a
@@ -347,6 +372,7 @@ type limitedBuffer struct {
 	max int
 }
 
+// Write implements io.Writer, failing once the cap would be exceeded.
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	if b.buf.Len()+len(p) > b.max {
 		return 0, errOutputTooLarge
@@ -358,14 +384,17 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 // template: NAME:LINE:COL: executing "NAME" at <CONTEXT>: MESSAGE
 var execLocation = regexp.MustCompile(`(?s)^template: (.*?):(\d+):\d+: executing "(?:[^"\\]|\\.)*" at <.*?>: (.*)$`)
 
-// execMessage keeps the short message of an execution error while still
-// unwrapping to the original template.ExecError.
+// execMessage is a reworded error message that still unwraps to the
+// original error, e.g. the short message of a template.ExecError.
 type execMessage struct {
 	msg string
 	err error
 }
 
+// Error returns the reworded message.
 func (e *execMessage) Error() string { return e.msg }
+
+// Unwrap returns the original error.
 func (e *execMessage) Unwrap() error { return e.err }
 
 func execError(name string, err error) error {

@@ -179,11 +179,15 @@ func TestRenderErrors(t *testing.T) {
 		{"label not a string", []string{"d.tmpl", "apiVersion: v1\nkind: Service\nmetadata: {name: a, labels: {x: 1}}\n"}, nil, []string{"metadata.labels:"}, 0},
 		{"metadata not a map", []string{"d.tmpl", "apiVersion: v1\nkind: Service\nmetadata: [a]\n"}, nil, []string{"metadata is a list, want a mapping"}, 0},
 		{"not an object", []string{"d.tmpl", "- a\n"}, nil, []string{"renders a list, want a Kubernetes object"}, 0},
-		{"bad YAML", []string{"d.tmpl", "a: b\n---\nkind: [\n"}, nil, []string{"d.tmpl: rendered document 2 (output line 3): not valid YAML"}, 0},
-		{"duplicate key in output", []string{"d.tmpl", "apiVersion: v1\napiVersion: v1\n"}, nil, []string{"not valid YAML"}, 0},
+		{"bad YAML", []string{"d.tmpl", deployment + "---\nkind: [\n"}, nil, []string{"d.tmpl: rendered document 2 (output line 8): not valid YAML"}, 0},
+		{"content after separator", []string{"d.tmpl", deployment + "--- {apiVersion: v1}\n"}, nil,
+			[]string{`d.tmpl: output line 7: "--- {apiVersion: v1}": only a comment may follow the --- document separator`}, 0},
+		{"document end marker separates", []string{"d.tmpl", deployment + "...\napiVersion: v1\nkind: Pod\n"}, nil,
+			[]string{"d.tmpl: rendered document 2 (output line 8): metadata.name is required"}, 0},
+		{"duplicate key in output", []string{"d.tmpl", "apiVersion: v1\napiVersion: v1\n"}, nil, []string{`not valid YAML: yaml: unmarshal errors: line 2: key "apiVersion" already set in map`}, 0},
 		{"duplicate name across templates",
 			[]string{"a.tmpl", deployment, "b.tmpl", "apiVersion: v1\nkind: Service\nmetadata: {name: demo}\n---\n" + deployment},
-			nil, []string{`b.tmpl: rendered document 2 (output line 3): Deployment "demo" is also rendered by a.tmpl rendered document 1 (output line 1): names must be unique per kind`}, 0},
+			nil, []string{`b.tmpl: rendered document 2 (output line 5): Deployment "demo" is also rendered by a.tmpl rendered document 1 (output line 1): names must be unique per kind`}, 0},
 		{"every template reported",
 			[]string{"a.tmpl", "{{ .Spec.nope }}", "b.tmpl", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"},
 			nil, []string{`a.tmpl:1: map has no entry for key "nope"`, "b.tmpl: rendered document 1 (output line 1): kind v1 Pod is not allowed"}, 1},
@@ -247,8 +251,10 @@ func TestRenderParentWithoutNamespace(t *testing.T) {
 	s := loadSet(t, Options{}, "d.tmpl", deployment)
 	p := parent()
 	p.Namespace = ""
-	if _, err := s.Render(p); err == nil || !strings.Contains(err.Error(), "children need a namespace") {
-		t.Errorf("err = %v", err)
+	_, err := s.Render(p)
+	var re *RenderError
+	if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), `rendering WebApp "demo": children need a namespace`) {
+		t.Errorf("err = %v, want a RenderError", err)
 	}
 	if _, err := s.Render(nil); err == nil {
 		t.Error("Render(nil) succeeded")

@@ -3,7 +3,10 @@ package main
 // The offline subcommands: they read files only, never a kubeconfig.
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/controller"
@@ -45,7 +49,7 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
 	var file string
 	fs.StringVar(&file, "f", "", "`file` holding custom resources (--- separated); - reads stdin")
-	fs.StringVar(&file, "filename", "", "same as -f")
+	fs.StringVar(&file, "filename", "", "same as -f `file`")
 	resource := fs.String("resource", "", "config entry to use, by `plural`; needed only when several entries share the resource's group and version")
 	namespace := fs.String("namespace", "default", "`namespace` for resources that name none, as kubectl apply would")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
@@ -158,45 +162,36 @@ func findSet(cfg *gvr.Config, sets []*templates.Set, u *unstructured.Unstructure
 	}
 }
 
-// decodeResources decodes every non-empty "---" document of data.
+// decodeResources decodes every non-empty document of a YAML stream, split
+// the way kubectl splits it.
 func decodeResources(data []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	for i, doc := range splitYAML(data) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for i := 1; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("splitting documents: %w", err)
+		}
 		var m map[string]any
 		if err := yaml.Unmarshal(doc, &m, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
+			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if m == nil {
 			continue
 		}
 		v, err := gvr.CopyJSONValue(m)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
+			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		u := &unstructured.Unstructured{Object: v.(map[string]any)}
 		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			return nil, fmt.Errorf("document %d: apiVersion and kind are required", i+1)
+			return nil, fmt.Errorf("document %d: apiVersion and kind are required", i)
 		}
 		objs = append(objs, u)
 	}
-	return objs, nil
-}
-
-// splitYAML splits a multi-document YAML stream on "---" lines.
-func splitYAML(data []byte) [][]byte {
-	var (
-		docs [][]byte
-		cur  []byte
-	)
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		if t := strings.TrimRight(line, " \t\r\n"); t == "---" || strings.HasPrefix(t, "--- ") {
-			docs = append(docs, cur)
-			cur = nil
-			continue
-		}
-		cur = append(cur, line...)
-	}
-	return append(docs, cur)
 }
 
 func rbacCommand(args []string, stdout, stderr io.Writer) int {
