@@ -311,7 +311,7 @@ func TestConvergedClusterCostsZeroWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
+	began := time.Now()
 	poll(t, 3*time.Minute, "50 CRs Ready=True", func() (bool, error) {
 		ready := 0
 		for _, res := range []schema.GroupVersionResource{webapps, memcacheds} {
@@ -330,7 +330,7 @@ func TestConvergedClusterCostsZeroWrites(t *testing.T) {
 	r.settle(t, 0, 2*perKind)
 	total, by := cnt.snapshot()
 	t.Logf("create: 50 CRs converged in %s with %d mutating requests (%.2f per CR): %v; %d reads (%.2f per CR)",
-		time.Since(start).Round(time.Millisecond), total, float64(total)/50, by, cnt.reads.Load(), float64(cnt.reads.Load())/50)
+		time.Since(began).Round(time.Millisecond), total, float64(total)/50, by, cnt.reads.Load(), float64(cnt.reads.Load())/50)
 
 	// Forced resync: every CR reconciled again from the cache.
 	cnt.reset()
