@@ -157,6 +157,12 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		}
 		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// The namespace is going away and takes the resource with it:
+			// nothing to repair, and nothing worth retrying.
+			logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+			return nil
+		}
 		if err != nil {
 			err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
 			if isRejected(err) {
