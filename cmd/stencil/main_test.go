@@ -147,7 +147,7 @@ func TestRenderErrors(t *testing.T) {
 	noImage := filepath.Join(dir, "noimage.yaml")
 	write(t, noImage, "apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata:\n  name: demo\nspec:\n  replicas: 1\n")
 	stencil(t, "", "render", "--config", exampleConfig, "-f", noImage).
-		expect(t, 1, nil, []string{"WebApp default/demo", `webapp/deployment.yaml.tmpl:29: map has no entry for key "image"`})
+		expect(t, 1, nil, []string{"WebApp default/demo", `webapp/deployment.yaml.tmpl:32: map has no entry for key "image"`})
 
 	other := filepath.Join(dir, "other.yaml")
 	write(t, other, "apiVersion: other.example.com/v1\nkind: Thing\nmetadata:\n  name: x\n")

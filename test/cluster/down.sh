@@ -11,6 +11,17 @@ source "$(dirname "$0")/env.sh"
 start=$(now)
 timeout=${STENCIL_STOP_TIMEOUT:-10}
 stopped=0
+gone=()
+
+# running PID succeeds while PID is a live process. An exited process stays a
+# zombie until its parent (init, since up.sh has exited) reaps it, which may
+# take a while; a zombie has stopped, so it counts as gone.
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
 
 # stop NAME... terminates the named components and waits for them to exit.
 stop() {
@@ -24,21 +35,22 @@ stop() {
   deadline=$((SECONDS + timeout))
   for entry in "${live[@]}"; do
     c=${entry%%:*} pid=${entry#*:}
-    while kill -0 "$pid" 2>/dev/null; do
+    while running "$pid"; do
       if ((SECONDS >= deadline)); then
         echo "cluster: $c (pid $pid) did not exit within ${timeout}s of SIGTERM; killing it" >&2
         kill -KILL "$pid" 2>/dev/null || true
-        # The kernel reaps a killed process promptly; wait for it to go away.
-        while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline + 5)); do sleep 0.1; done
+        # SIGKILL cannot be caught; the process is gone once the kernel acts on it.
+        while running "$pid" && ((SECONDS < deadline + 5)); do sleep 0.1; done
         break
       fi
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$pid"; then
       echo "cluster: $c (pid $pid) is still running" >&2
       exit 1
     fi
     stopped=$((stopped + 1))
+    gone+=("$pid")
   done
   for c in "$@"; do rm -f "$pids/$c.pid"; done
 }
@@ -50,4 +62,9 @@ fi
 stop kwok kube-scheduler kube-controller-manager
 stop kube-apiserver
 stop etcd
+# Give init a moment to reap them, so that they do not linger in ps as zombies.
+deadline=$((SECONDS + 5))
+for pid in "${gone[@]}"; do
+  while [ -e "/proc/$pid" ] && ((SECONDS < deadline)); do sleep 0.1; done
+done
 echo "cluster: down in $(since "$start")s ($stopped process(es) stopped)"
