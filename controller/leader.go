@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -27,7 +28,9 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("leader election identity: %w", err)
 		}
-		id = host
+		// The suffix keeps two processes on one host (or a restarted pod
+		// whose old Lease has not expired) from taking each other for the leader.
+		id = host + "_" + string(uuid.NewUUID())
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
