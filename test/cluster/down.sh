@@ -6,22 +6,13 @@
 # (default 10). etcd data and logs are left for inspection; up.sh starts
 # from an empty etcd.
 set -euo pipefail
+# shellcheck source=test/cluster/env.sh
 source "$(dirname "$0")/env.sh"
 
 start=$(now)
 timeout=${STENCIL_STOP_TIMEOUT:-10}
 stopped=0
 gone=()
-
-# running PID succeeds while PID is a live process. An exited process stays a
-# zombie until its parent (init, since up.sh has exited) reaps it, which may
-# take a while; a zombie has stopped, so it counts as gone.
-running() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [ "${stat%% *}" != Z ]
-}
 
 # stop NAME... terminates the named components and waits for them to exit.
 stop() {

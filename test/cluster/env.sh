@@ -15,6 +15,9 @@
 #
 # Only 127.0.0.1 is ever bound.
 
+# The variables are for the scripts that source this file.
+# shellcheck disable=SC2034
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin="$root/bin"
 
@@ -55,6 +58,16 @@ pid_of() {
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
   [ "${exe% (deleted)}" = "$bin/$1" ] || return 1
   echo "$pid"
+}
+
+# running PID succeeds while PID is a live process. An exited process stays a
+# zombie until its parent reaps it (init, once up.sh has exited, which may
+# take a while); a zombie has stopped, so it does not count.
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
 }
 
 # kc runs kubectl against this plane as cluster admin.

@@ -2,17 +2,18 @@
 # run.sh [STENCIL-FLAG...] is the body of make run, which has already started
 # the local plane and built bin/stencil: it installs the example CRDs, runs
 # the controller in the foreground with the example config, and applies the
-# samples once the controller has started. Ctrl-C stops the controller; the
-# plane stays up until make cluster-down.
+# samples once the controller's /readyz answers 200. Ctrl-C stops the
+# controller; the plane stays up until make cluster-down.
 #
-# "Started" is the first log line matching STENCIL_READY_PATTERN (an
-# extended regexp, default: Starting workers|Started workers|caches? (are )?synced),
-# or STENCIL_READY_TIMEOUT seconds (default 30) without one.
+# The controller's health and metrics endpoints listen on loopback only, on
+# STENCIL_HEALTH_PORT (default 8081) and STENCIL_METRICS_PORT (default 8080).
 set -euo pipefail
+# shellcheck source=test/cluster/env.sh
 source "$(dirname "$0")/env.sh"
 
-ready_pattern=${STENCIL_READY_PATTERN:-'Starting workers|Started workers|[Cc]aches? (are )?synced'}
-ready_timeout=${STENCIL_READY_TIMEOUT:-30}
+health_port=${STENCIL_HEALTH_PORT:-8081}
+metrics_port=${STENCIL_METRICS_PORT:-8080}
+ready_timeout=60
 cd "$root"
 
 plane_up || { echo "run: the local plane is not up; use make run or make cluster-up" >&2; exit 1; }
@@ -27,19 +28,37 @@ for f in "${crds[@]}"; do crd_args+=(-f "$f"); done
 kc apply "${crd_args[@]}"
 kc wait --for=condition=Established "${crd_args[@]}" --timeout=60s
 
+for p in "$health_port" "$metrics_port"; do
+  if port_busy "$p"; then
+    echo "run: 127.0.0.1:$p is in use (another controller?); set STENCIL_HEALTH_PORT/STENCIL_METRICS_PORT" >&2
+    exit 1
+  fi
+done
+
 export KUBECONFIG="$kubeconfig"
 log="$logs/stencil.log"
 : >"$log"
 
-# Applies the samples once the controller's log says it has started, then
-# prints what to try. Being a background job it ignores Ctrl-C; the EXIT trap
-# ends it if the controller stops first.
+# controller_ready succeeds when GET /readyz on the health port answers 200.
+controller_ready() {
+  local status
+  exec 3<>"/dev/tcp/127.0.0.1/$health_port" || return 1
+  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  read -r -t 2 _ status _ <&3 || status=""
+  exec 3<&-
+  [ "$status" = 200 ]
+}
+
+# Applies the samples once the controller is ready, then prints what to try.
+# Being a background job it ignores Ctrl-C; the EXIT trap ends it if the
+# controller stops first.
 apply_samples() {
   local deadline=$((SECONDS + ready_timeout))
-  until grep -Eq "$ready_pattern" "$log"; do
+  until controller_ready 2>/dev/null; do
     if ((SECONDS >= deadline)); then
-      echo "run: no log line matching /$ready_pattern/ after ${ready_timeout}s; applying the samples anyway"
-      break
+      echo "run: the controller's /readyz on 127.0.0.1:$health_port is not 200 after" \
+        "${ready_timeout}s; not applying the samples (see $log)"
+      return
     fi
     sleep 0.2
   done
@@ -65,9 +84,11 @@ trap 'kill "$helper" 2>/dev/null || true' EXIT
 
 # The controller runs in the foreground so that Ctrl-C reaches it directly.
 # tee ignores SIGINT so that the controller's shutdown logs still get through.
-echo "run: bin/stencil run --config crds/stencil.yaml --kubeconfig $kubeconfig $*"
+args=(--config crds/stencil.yaml --kubeconfig "$kubeconfig"
+  --health-addr "127.0.0.1:$health_port" --metrics-addr "127.0.0.1:$metrics_port" "$@")
+echo "run: bin/stencil run ${args[*]}"
 rc=0
-bin/stencil run --config crds/stencil.yaml --kubeconfig "$kubeconfig" "$@" 2>&1 |
+bin/stencil run "${args[@]}" 2>&1 |
   (trap '' INT; exec tee -a "$log") || rc=$?
 echo "run: controller exited with status $rc; the cluster is still up (make cluster-down stops it)"
 exit "$rc"

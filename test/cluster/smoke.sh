@@ -17,7 +17,7 @@ if [ $# -gt 0 ]; then
   for name in "$@"; do
     name=${name%.sh}
     f="$smoke/${name##*/}.sh"
-    [ -f "$f" ] && [ "${name##*/}" != lib ] || { echo "smoke: no scenario $f" >&2; exit 2; }
+    if [ ! -f "$f" ] || [ "${name##*/}" = lib ]; then echo "smoke: no scenario $f" >&2; exit 2; fi
     scenarios+=("$f")
   done
 else

@@ -7,6 +7,7 @@
 # is left alone. Admin kubeconfig: $CLUSTER_DIR/kubeconfig. Stop it with
 # test/cluster/down.sh. Ports and paths: see env.sh.
 set -euo pipefail
+# shellcheck source=test/cluster/env.sh
 source "$(dirname "$0")/env.sh"
 
 start=$(now)
@@ -136,8 +137,13 @@ started=()
 launch() {
   local name=$1; shift
   setsid "$bin/$name" "$@" </dev/null >"$logs/$name.log" 2>&1 &
-  echo $! >"$pids/$name.pid"
+  local pid=$! deadline=$((SECONDS + 5))
+  echo "$pid" >"$pids/$name.pid"
   started+=("$name")
+  # Until the exec, the pid runs bash or setsid, which pid_of does not accept.
+  while ! pid_of "$name" >/dev/null && running "$pid" && ((SECONDS < deadline)); do
+    sleep 0.01
+  done
 }
 
 # check_alive fails, with the end of its log, if a started process has exited.
@@ -239,7 +245,11 @@ launch kube-scheduler \
   --secure-port="$STENCIL_SCHEDULER_PORT"
 
 # kwok manages only nodes annotated kwok.x-k8s.io/node=fake; pods on them get
-# IPs from a /16, enough for the 10,000-replica benchmarks.
+# IPs from a /16, enough for the 10,000-replica benchmarks. The
+# heartbeat-with-lease stage posts node status only every ~10 minutes and
+# relies on kwok renewing a node Lease, which it does only when given a lease
+# duration; without one the node lifecycle controller marks the node Unknown
+# after 50 s and every pod on it NotReady.
 stage_flags=()
 for s in "$bin"/kwok-stages/*.yaml; do stage_flags+=(--config="$s"); done
 launch kwok \
@@ -248,6 +258,7 @@ launch kwok \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --cidr=10.244.0.0/16 \
   --node-ip=127.0.0.1 \
+  --node-lease-duration-seconds=40 \
   "${stage_flags[@]}"
 
 # Fake nodes: large enough for 20,000 pods each.

@@ -4,6 +4,7 @@
 # afterwards (also on failure or Ctrl-C); a plane that was already up is left
 # running. Exits with CMD's status.
 set -euo pipefail
+# shellcheck source=test/cluster/env.sh
 source "$(dirname "$0")/env.sh"
 
 [ $# -gt 0 ] || { echo "usage: $0 CMD [ARG...]" >&2; exit 2; }

@@ -2,6 +2,7 @@
 # The local control plane is a real one: the scheduler places pods on a kwok
 # node, kwok makes them Ready, the Deployment and ReplicaSet controllers
 # report it, and the garbage collector deletes dependents of a deleted owner.
+# shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 use_namespace plane
