@@ -56,8 +56,9 @@ integration: ## Run test/integration against the local plane (started and stoppe
 smoke: tools ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
 
-bench: tools ## Run the benchmarks, with the local plane's KUBECONFIG
-	$(WITH_CLUSTER) $(GO) test -run='^$$' -bench=. -benchmem $(GOTESTFLAGS) ./...
+bench: tools ## Run the benchmarks: unit (no cluster), then BenchmarkConverge on the local plane (STENCIL_BENCH_CRS=10000 for full size)
+	$(GO) test -run='^$$' -bench=. -benchmem $(GOTESTFLAGS) ./...
+	$(WITH_CLUSTER) $(GO) test -tags integration -run='^$$' -bench=. -benchtime=1x -timeout=60m $(GOTESTFLAGS) ./test/integration/...
 
 lint: ## Check formatting (gofmt) and run go vet
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.cluster/*')); \
