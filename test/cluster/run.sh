@@ -69,6 +69,7 @@ apply_samples() {
 
 run: the controller is running; in another terminal try:
   export KUBECONFIG=$kubeconfig
+  bin/kubectl wait --for=condition=Ready -f crds/samples/ --timeout=60s
   bin/kubectl get -f crds/samples/
   bin/kubectl describe -f crds/samples/
   bin/kubectl get deployments,services,configmaps -A
