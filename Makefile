@@ -53,7 +53,7 @@ integration: ## Run test/integration against the local plane (started and stoppe
 	  $(WITH_CLUSTER) $(GO) test -tags integration -count=1 $(GOTESTFLAGS) ./test/integration/...; \
 	fi
 
-smoke: tools ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
+smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
 
 bench: tools ## Run the benchmarks: unit (no cluster), then BenchmarkConverge on the local plane (STENCIL_BENCH_CRS=10000 for full size)

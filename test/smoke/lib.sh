@@ -7,6 +7,10 @@
 #   wait_for 60 "the thing to happen" CMD...
 #   ok "what was shown"
 #
+# Scenarios about the controller install the example CRDs (install_crds) and
+# start their own `stencil run`, scoped to $NS (start_stencil), so that each
+# one sees only its own objects and can stop, restart or reconfigure it.
+#
 # A scenario is a plain bash script run by test/cluster/smoke.sh with
 # KUBECONFIG set; it passes by exiting 0. Scenarios never sleep to wait for
 # something: they use kubectl wait or wait_for, which poll with a deadline.
@@ -16,10 +20,23 @@ set -euo pipefail
 
 smoke_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 KUBECTL=${KUBECTL:-$smoke_root/bin/kubectl}
+STENCIL=${STENCIL:-$smoke_root/bin/stencil}
+# Controller logs of every scenario, kept after the run for a look.
+SMOKE_LOGS=${STENCIL_SMOKE_LOGS:-$smoke_root/.cluster/logs/smoke}
 : "${KUBECONFIG:?KUBECONFIG must name the cluster to test; use make smoke}"
 export KUBECONFIG
 SCENARIO=$(basename "$0" .sh)
 NS=""
+STENCIL_PID=""
+STENCIL_LOG=""
+STENCIL_HEALTH=""
+STENCIL_METRICS=""
+CONFIG_DIR=""
+DEFERRED=()
+
+# defer CMD... runs CMD when the scenario exits, before the namespace goes
+# (for what a scenario makes outside its namespace).
+defer() { DEFERRED+=("$(printf '%q ' "$@")"); }
 
 # k runs kubectl; kn runs it in the scenario's namespace.
 k() { "$KUBECTL" "$@"; }
@@ -61,12 +78,171 @@ use_namespace() {
   NS="smoke-$1-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   k create namespace "$NS" >/dev/null
   k label namespace "$NS" stencil.dev/smoke="$SCENARIO" >/dev/null
-  trap _cleanup_namespace EXIT
+  trap _cleanup EXIT
   echo "[$SCENARIO] namespace $NS"
 }
 
-_cleanup_namespace() {
-  local rc=$?
+# install_crds applies the example CRDs (crds/*-crd.yaml) and waits until
+# they are served; applying an unchanged CRD is a no-op, so every scenario
+# may call it.
+install_crds() {
+  local args=() f
+  for f in "$smoke_root"/crds/*-crd.yaml; do args+=(-f "$f"); done
+  k apply --server-side --force-conflicts "${args[@]}" >/dev/null
+  k wait --for=condition=Established "${args[@]}" --timeout=60s >/dev/null
+}
+
+# free_port prints a loopback port nothing listens on.
+free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$((20000 + RANDOM % 20000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+  fail "no free loopback port found"
+}
+
+# stencil_ready succeeds when the running controller's /readyz answers 200.
+stencil_ready() {
+  local status
+  exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_HEALTH" || return 1
+  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  read -r -t 2 _ status _ <&3 || status=""
+  exec 3<&-
+  [ "$status" = 200 ]
+}
+
+# start_stencil [--config F] [FLAG...] starts `stencil run` in the background,
+# watching only $NS, with the example config crds/stencil.yaml unless
+# --config is given first, and returns once its /readyz answers 200. Output
+# goes to $STENCIL_LOG; the controller is stopped when the scenario exits.
+start_stencil() {
+  local config="$smoke_root/crds/stencil.yaml"
+  if [ "${1:-}" = --config ]; then
+    config=$2
+    shift 2
+  fi
+  [ -x "$STENCIL" ] || fail "$STENCIL is missing; make smoke builds it (make build)"
+  [ -z "$STENCIL_PID" ] || fail "start_stencil: a controller is already running (pid $STENCIL_PID)"
+  mkdir -p "$SMOKE_LOGS"
+  STENCIL_HEALTH=$(free_port)
+  STENCIL_METRICS=$(free_port)
+  STENCIL_LOG="$SMOKE_LOGS/$SCENARIO-$NS.log"
+  echo "--- stencil run --config $config --namespace $NS $*" >>"$STENCIL_LOG"
+  "$STENCIL" run --config "$config" --namespace "$NS" --kubeconfig "$KUBECONFIG" \
+    --metrics-addr "127.0.0.1:$STENCIL_METRICS" --health-addr "127.0.0.1:$STENCIL_HEALTH" --resync 1m "$@" \
+    >>"$STENCIL_LOG" 2>&1 &
+  STENCIL_PID=$!
+  local deadline=$((SECONDS + 60))
+  until stencil_ready 2>/dev/null; do
+    if ! kill -0 "$STENCIL_PID" 2>/dev/null; then
+      wait "$STENCIL_PID" || true
+      STENCIL_PID=""
+      fail "stencil run exited before it was ready; log $STENCIL_LOG: $(tail -n 20 "$STENCIL_LOG")"
+    fi
+    ((SECONDS < deadline)) || fail "stencil run not ready after 60s; log $STENCIL_LOG"
+    sleep 0.1
+  done
+}
+
+# metric NAME prints the sum of every series of metric NAME (e.g.
+# stencil_reconcile_total) from the running controller's /metrics.
+metric() {
+  local line sum=0
+  exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_METRICS" || return 1
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  sum=$(awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d", s }' <&3)
+  exec 3<&-
+  echo "$sum"
+}
+
+# metric_at_least NAME N succeeds once metric NAME sums to N or more.
+metric_at_least() {
+  local got
+  got=$(metric "$1") || return 1
+  ((got >= $2)) || { echo "$1 is $got, want >= $2"; return 1; }
+}
+
+# stop_stencil [SECONDS] sends SIGTERM to the controller and waits at most
+# SECONDS (default 30) for it to exit; it sets STENCIL_RC to the exit status
+# and STENCIL_STOP_SECONDS to how long the exit took. It fails the scenario
+# if the controller did not exit in time (and kills it).
+STENCIL_RC=""
+STENCIL_STOP_SECONDS=""
+stop_stencil() {
+  local limit=${1:-30} start=$EPOCHREALTIME rc=0 state
+  [ -n "$STENCIL_PID" ] || fail "stop_stencil: no controller running"
+  kill -TERM "$STENCIL_PID" 2>/dev/null || true
+  local deadline=$((SECONDS + limit))
+  # Poll until the process has exited (a zombie until wait reaps it).
+  while state=$(awk '{ print $3 }' "/proc/$STENCIL_PID/stat" 2>/dev/null) && [ "$state" != Z ]; do
+    if ((SECONDS >= deadline)); then
+      kill -KILL "$STENCIL_PID" 2>/dev/null || true
+      wait "$STENCIL_PID" 2>/dev/null || true
+      STENCIL_PID=""
+      fail "stencil run did not exit within ${limit}s of SIGTERM"
+    fi
+    sleep 0.05
+  done
+  wait "$STENCIL_PID" || rc=$?
+  STENCIL_PID=""
+  STENCIL_RC=$rc
+  STENCIL_STOP_SECONDS=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
+}
+
+# copy_config makes a private copy of crds/ (the example stencil.yaml and its
+# templates) in $CONFIG_DIR, a temporary directory removed when the scenario
+# exits, for scenarios that change the config or a template:
+#   copy_config; sed -i '/service/d' "$CONFIG_DIR/stencil.yaml"
+#   start_stencil --config "$CONFIG_DIR/stencil.yaml"
+copy_config() {
+  [ -n "$CONFIG_DIR" ] || CONFIG_DIR=$(mktemp -d)
+  cp -r "$smoke_root/crds/." "$CONFIG_DIR/"
+}
+
+# Getters for the jsonpath checks scenarios make again and again.
+# condition KIND/NAME TYPE FIELD prints .status.conditions[TYPE].FIELD.
+condition() {
+  kn get "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].$3}"
+}
+# ready_reason KIND/NAME prints "STATUS REASON" of the Ready condition.
+ready_reason() {
+  echo "$(condition "$1" Ready status) $(condition "$1" Ready reason)"
+}
+# expect_ready_reason KIND/NAME "STATUS REASON" succeeds when the Ready
+# condition has that status and reason (for wait_for).
+expect_ready_reason() {
+  local got
+  got=$(ready_reason "$1")
+  [ "$got" = "$2" ] || { echo "Ready is '$got', want '$2'"; return 1; }
+}
+# gone KIND/NAME succeeds once the object does not exist.
+gone() {
+  local out
+  out=$(kn get "$1" -o name 2>&1) && { echo "$1 still exists"; return 1; }
+  [[ "$out" == *NotFound* ]] || { echo "$out"; return 1; }
+}
+# has_event REASON succeeds when $NS holds an event with that reason.
+has_event() {
+  [ -n "$(kn get events --field-selector "reason=$1" -o name)" ]
+}
+
+_cleanup() {
+  local rc=$? d
+  if [ -n "$STENCIL_PID" ]; then
+    kill -TERM "$STENCIL_PID" 2>/dev/null || true
+    wait "$STENCIL_PID" 2>/dev/null || true
+    STENCIL_PID=""
+  fi
+  if [ "$rc" != 0 ] && [ -n "$STENCIL_LOG" ]; then
+    echo "[$SCENARIO] last lines of the controller log $STENCIL_LOG:" >&2
+    tail -n 30 "$STENCIL_LOG" >&2 || true
+  fi
+  for d in "${DEFERRED[@]}"; do eval "$d" >/dev/null 2>&1 || true; done
+  [ -z "$CONFIG_DIR" ] || rm -rf "$CONFIG_DIR"
   [ -n "$NS" ] || return "$rc"
   if [ "$rc" != 0 ]; then
     echo "[$SCENARIO] objects in $NS at failure:" >&2
