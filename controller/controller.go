@@ -95,6 +95,10 @@ type Options struct {
 	// FightInterval (defaults 5 and 10s).
 	FightBurst    int
 	FightInterval time.Duration
+	// ConflictRecheck is how often a resource in OwnershipConflict is looked
+	// at again (default 30s). The foreign object carries no stencil label, so
+	// no watch reports its deletion; the recheck costs one GET, no write.
+	ConflictRecheck time.Duration
 	// LeaderElection, when enabled, runs the workers only while holding the Lease.
 	LeaderElection LeaderElection
 	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
@@ -123,6 +127,9 @@ func (o *Options) defaults() {
 	}
 	if o.FightInterval <= 0 {
 		o.FightInterval = 10 * time.Second
+	}
+	if o.ConflictRecheck <= 0 {
+		o.ConflictRecheck = 30 * time.Second
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,7 +92,8 @@ func (f *fixture) newController(ctx context.Context) {
 		return true, u, nil
 	})
 	f.recorder = record.NewFakeRecorder(100)
-	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: f.client, Mapper: mapper, Recorder: f.recorder})
+	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: f.client, Mapper: mapper, Recorder: f.recorder,
+		ConflictRecheck: time.Millisecond})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -346,6 +348,15 @@ func TestForeignObjectOfTheSameNameIsNotTouched(t *testing.T) {
 		t.Errorf("Ready condition = %v, want OwnershipConflict naming Service/demo", c)
 	}
 	expectEvent(t, f.recorder, "Warning OwnershipConflict")
+	// No watch reports the foreign object's deletion: the resource is
+	// scheduled to be looked at again (ConflictRecheck, 1ms here).
+	deadline := time.Now().Add(5 * time.Second)
+	for f.c.queue.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the resource in conflict was not queued for a recheck")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestRenderErrorCostsOneStatusPatchAndNoRetry(t *testing.T) {

@@ -201,6 +201,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 	case len(conflicts) > 0:
 		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(conflicts, "; ")
 		c.recorder.Event(parent, corev1.EventTypeWarning, ReasonOwnershipConflict, out.failMessage)
+		// Look again later: once the owner of the foreign object removes it,
+		// stencil creates its own without waiting for the resync.
+		c.queue.AddAfter(key, c.opts.ConflictRecheck)
 	}
 	if out.fighting != "" {
 		c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
