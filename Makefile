@@ -50,7 +50,7 @@ integration: ## Run test/integration against the local plane (started and stoppe
 	@if [ -z "$$(find test/integration -name '*.go' 2>/dev/null)" ]; then \
 	  echo "integration: no Go files in test/integration yet; nothing to run"; \
 	else \
-	  $(WITH_CLUSTER) $(GO) test -tags integration -count=1 $(GOTESTFLAGS) ./test/integration/...; \
+	  $(WITH_CLUSTER) $(GO) test -tags integration -count=1 -v $(GOTESTFLAGS) ./test/integration/...; \
 	fi
 
 smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
