@@ -88,3 +88,14 @@ plane_up() {
 
 # port_busy PORT succeeds when something accepts connections on 127.0.0.1:PORT.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# http_status PORT PATH prints the status code of GET PATH on 127.0.0.1:PORT
+# (bash's /dev/tcp: no curl on a fresh machine), or fails if nothing answers.
+http_status() {
+  local status
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+  read -r -t 2 _ status _ <&3 || status=""
+  exec 3<&-
+  echo "$status"
+}

@@ -40,14 +40,7 @@ log="$logs/stencil.log"
 : >"$log"
 
 # controller_ready succeeds when GET /readyz on the health port answers 200.
-controller_ready() {
-  local status
-  exec 3<>"/dev/tcp/127.0.0.1/$health_port" || return 1
-  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-  read -r -t 2 _ status _ <&3 || status=""
-  exec 3<&-
-  [ "$status" = 200 ]
-}
+controller_ready() { [ "$(http_status "$health_port" /readyz)" = 200 ]; }
 
 # Applies the samples once the controller is ready, then prints what to try.
 # Being a background job it ignores Ctrl-C; the EXIT trap ends it if the

@@ -42,8 +42,7 @@ wait_for 30 "the Lease to be held" lease_held
 ok "lease/stencil-smoke held by $(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')"
 
 step "create: both samples get their children and become Ready=True"
-kn apply -f "$smoke_root/crds/samples/" >/dev/null
-kn wait webapp/demo memcached/cache --for=condition=Ready --timeout=90s >/dev/null
+apply_samples_ready webapp memcached
 for child in deployment/demo service/demo deployment/cache; do kn get "$child" >/dev/null; done
 wait_for 30 "Created events" has_event Created
 ok "webapp/demo and memcached/cache Ready=True; deployment/demo, service/demo, deployment/cache exist; Created events recorded"

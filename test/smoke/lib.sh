@@ -19,6 +19,9 @@
 set -euo pipefail
 
 smoke_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# http_status and the plane's paths; KUBECONFIG below says which plane.
+# shellcheck source=test/cluster/env.sh
+source "$smoke_root/test/cluster/env.sh"
 KUBECTL=${KUBECTL:-$smoke_root/bin/kubectl}
 STENCIL=${STENCIL:-$smoke_root/bin/stencil}
 # Controller logs of every scenario, kept after the run for a look.
@@ -106,14 +109,7 @@ free_port() {
 }
 
 # stencil_ready succeeds when the running controller's /readyz answers 200.
-stencil_ready() {
-  local status
-  exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_HEALTH" || return 1
-  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-  read -r -t 2 _ status _ <&3 || status=""
-  exec 3<&-
-  [ "$status" = 200 ]
-}
+stencil_ready() { [ "$(http_status "$STENCIL_HEALTH" /readyz)" = 200 ]; }
 
 # start_stencil [--config F] [FLAG...] starts `stencil run` in the background,
 # watching only $NS, with the example config crds/stencil.yaml unless
@@ -191,6 +187,15 @@ stop_stencil() {
   STENCIL_PID=""
   STENCIL_RC=$rc
   STENCIL_STOP_SECONDS=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
+}
+
+# apply_samples_ready NAME... applies crds/samples/NAME.yaml (webapp,
+# memcached) and waits until each resource is Ready=True.
+apply_samples_ready() {
+  local args=() n
+  for n in "$@"; do args+=(-f "$smoke_root/crds/samples/$n.yaml"); done
+  kn apply "${args[@]}" >/dev/null
+  kn wait "${args[@]}" --for=condition=Ready --timeout=90s >/dev/null
 }
 
 # copy_config makes a private copy of crds/ (the example stencil.yaml and its

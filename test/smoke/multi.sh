@@ -9,8 +9,7 @@ install_crds
 start_stencil
 
 step "a WebApp and a Memcached served by the same controller"
-kn apply -f "$smoke_root/crds/samples/" >/dev/null
-kn wait webapp/demo memcached/cache --for=condition=Ready --timeout=90s >/dev/null
+apply_samples_ready webapp memcached
 expect_eq "memcached/cache owner of deployment/cache" Memcached/cache \
   "$(kn get deployment/cache -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')"
 expect_eq "webapp/demo owner of deployment/demo" WebApp/demo \

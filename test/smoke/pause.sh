@@ -9,8 +9,7 @@ use_namespace pause
 install_crds
 start_stencil
 
-kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
-kn wait webapp/demo --for=condition=Ready --timeout=60s >/dev/null
+apply_samples_ready webapp
 
 step "pausing sets Ready=False Paused and keeps the rest of the status"
 kn annotate webapp/demo stencil.dev/paused=true >/dev/null

@@ -9,8 +9,7 @@ use_namespace prune
 install_crds
 start_stencil
 
-kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
-kn wait webapp/demo --for=condition=Ready --timeout=60s >/dev/null
+apply_samples_ready webapp
 kn get service/demo >/dev/null
 rv=$(kn get deployment/demo -o jsonpath='{.metadata.generation}')
 

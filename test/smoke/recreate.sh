@@ -7,8 +7,7 @@ use_namespace recreate
 install_crds
 start_stencil
 
-kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
-kn wait webapp/demo --for=condition=Ready --timeout=60s >/dev/null
+apply_samples_ready webapp
 
 for child in service/demo deployment/demo; do
   step "$child deleted by hand comes back"

@@ -8,8 +8,7 @@ use_namespace sigterm
 install_crds
 start_stencil --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke
 
-kn apply -f "$smoke_root/crds/samples/" >/dev/null
-kn wait webapp/demo memcached/cache --for=condition=Ready --timeout=90s >/dev/null
+apply_samples_ready webapp memcached
 holder=$(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')
 [ -n "$holder" ] || fail "lease/stencil-smoke has no holder"
 

@@ -9,8 +9,7 @@ use_namespace update
 install_crds
 start_stencil
 
-kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
-kn wait webapp/demo --for=condition=Ready --timeout=60s >/dev/null
+apply_samples_ready webapp
 
 step "replicas 2 -> 3, image pause:3.10 -> pause:3.9, port 8080 -> 9090"
 kn patch webapp/demo --type=merge -p '{"spec":{"replicas":3,"image":"registry.k8s.io/pause:3.9","port":9090}}' >/dev/null

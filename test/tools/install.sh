@@ -47,7 +47,7 @@ if [ "$fresh" = 1 ] && [ "$(cat "$bin/.tools.stamp" 2>/dev/null)" = "$stamp" ]; 
   exit 0
 fi
 
-echo "tools: building ${tools[*]} into $bin (cold: about 6 minutes on 2 cores)"
+echo "tools: building ${tools[*]} into $bin (cold: about 12 minutes on 2 cores, module downloads included)"
 start=$(date +%s)
 # One go build for all five shares the compilation of their common packages.
 go build -ldflags "$ldflags" -o "$bin/" \
