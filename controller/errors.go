@@ -11,7 +11,10 @@ import (
 // and the key is not requeued until the resource changes.
 type terminalError struct{ err error }
 
+// Error returns the wrapped error's message unchanged.
 func (e *terminalError) Error() string { return e.err.Error() }
+
+// Unwrap exposes the cause to errors.Is and errors.As (NotFound, Invalid).
 func (e *terminalError) Unwrap() error { return e.err }
 
 // terminal wraps err as terminal; nil stays nil.

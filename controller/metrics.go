@@ -103,14 +103,19 @@ func (m *Metrics) RegisterClientMetrics() {
 	})
 }
 
+// restResult counts client-go's requests as rest_client_requests_total.
 type restResult struct{ v *prometheus.CounterVec }
 
+// Increment counts one request by status code, method and host.
 func (r restResult) Increment(_ context.Context, code, method, host string) {
 	r.v.WithLabelValues(code, method, host).Inc()
 }
 
+// restLatency records client-go's request latency by verb and host.
 type restLatency struct{ v *prometheus.HistogramVec }
 
+// Observe records one request's duration; the URL is reduced to its host so
+// that object names never become label values.
 func (r restLatency) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
 	r.v.WithLabelValues(verb, u.Host).Observe(d.Seconds())
 }
@@ -156,24 +161,37 @@ func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
 	return q
 }
 
+// NewDepthMetric returns workqueue_depth for the named queue.
 func (q *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return q.depth.WithLabelValues(name)
 }
+
+// NewAddsMetric returns workqueue_adds_total for the named queue.
 func (q *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
 	return q.adds.WithLabelValues(name)
 }
+
+// NewLatencyMetric returns workqueue_queue_duration_seconds for the named queue.
 func (q *queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
 	return q.latency.WithLabelValues(name)
 }
+
+// NewWorkDurationMetric returns workqueue_work_duration_seconds for the named queue.
 func (q *queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
 	return q.work.WithLabelValues(name)
 }
+
+// NewUnfinishedWorkSecondsMetric returns workqueue_unfinished_work_seconds for the named queue.
 func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
 	return q.unfinished.WithLabelValues(name)
 }
+
+// NewLongestRunningProcessorSecondsMetric returns workqueue_longest_running_processor_seconds for the named queue.
 func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
 	return q.longest.WithLabelValues(name)
 }
+
+// NewRetriesMetric returns workqueue_retries_total for the named queue.
 func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return q.retries.WithLabelValues(name)
 }

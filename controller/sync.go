@@ -41,6 +41,7 @@ type childRef struct {
 	name string
 }
 
+// String names the child as Kind/name, as events and conditions do.
 func (r childRef) String() string { return r.gvk.Kind + "/" + r.name }
 
 // outcome is what one sync observed, from which status is computed.

@@ -144,15 +144,18 @@ start_stencil() {
   done
 }
 
+# scrape_metrics prints the running controller's /metrics exposition.
+scrape_metrics() {
+  exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_METRICS" || return 1
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  cat <&3
+  exec 3<&-
+}
+
 # metric NAME prints the sum of every series of metric NAME (e.g.
 # stencil_reconcile_total) from the running controller's /metrics.
 metric() {
-  local line sum=0
-  exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_METRICS" || return 1
-  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-  sum=$(awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d", s }' <&3)
-  exec 3<&-
-  echo "$sum"
+  scrape_metrics | awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d", s }'
 }
 
 # metric_at_least NAME N succeeds once metric NAME sums to N or more.
