@@ -14,7 +14,7 @@ CLUSTER := test/cluster
 WITH_CLUSTER := $(CLUSTER)/with-cluster.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools cluster-up cluster-down run test unit integration smoke bench lint fmt clean
+.PHONY: help build tools cluster-up cluster-down run test unit integration smoke rbac-check bench lint fmt clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET"
@@ -55,6 +55,9 @@ integration: ## Run test/integration against the local plane (started and stoppe
 
 smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
+
+rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml is needed: remove each, the least-privilege scenario must fail
+	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
 
 bench: tools ## Run the benchmarks: unit (no cluster), then BenchmarkConverge on the local plane (STENCIL_BENCH_CRS=10000 for full size)
 	$(GO) test -run='^$$' -bench=. -benchmem $(GOTESTFLAGS) ./...
