@@ -36,8 +36,8 @@ run: cluster-up build ## Install crds/, run the controller with crds/stencil.yam
 	$(CLUSTER)/run.sh
 
 # Runs every phase even when one fails, times each, and fails if any failed.
-test: ## Run unit, integration and smoke tests
-	@rc=0; for t in unit integration smoke; do \
+test: ## Run unit, integration and smoke tests, then rbac-check
+	@rc=0; for t in unit integration smoke rbac-check; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$t; then r=passed; else r=FAILED; rc=1; fi; \
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \

@@ -607,7 +607,15 @@ func (c *Controller) handleErr(ctx context.Context, key Key, label string, err e
 		c.queue.Forget(key)
 	case c.queue.NumRequeues(key) < c.opts.MaxRetries:
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
-		logger.V(2).Info("Reconcile failed, retrying", "err", err, "retries", c.queue.NumRequeues(key))
+		// Every failed attempt is logged: a persistent cause (a missing RBAC
+		// rule, a webhook down) must show at the default verbosity long before
+		// the retries run out; the back-off bounds how often this logs.
+		if apierrors.IsConflict(err) {
+			// Optimistic concurrency at work: the cache was behind a write.
+			logger.V(2).Info("Reconcile raced a concurrent write, retrying", "err", err)
+		} else {
+			logger.Error(err, "Reconcile failed, retrying", "retries", c.queue.NumRequeues(key))
+		}
 		c.queue.AddRateLimited(key)
 	default:
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()

@@ -116,7 +116,7 @@ stencil_ready() { [ "$(http_status "$STENCIL_HEALTH" /readyz)" = 200 ]; }
 # --config is given first, and returns once its /readyz answers 200. Output
 # goes to $STENCIL_LOG; the controller is stopped when the scenario exits.
 start_stencil() {
-  local config="$smoke_root/crds/stencil.yaml"
+  local config="$smoke_root/crds/stencil.yaml" denied
   if [ "${1:-}" = --config ]; then
     config=$2
     shift 2
@@ -138,6 +138,9 @@ start_stencil() {
       wait "$STENCIL_PID" || true
       STENCIL_PID=""
       fail "stencil run exited before it was ready; log $STENCIL_LOG: $(tail -n 20 "$STENCIL_LOG")"
+    fi
+    if denied=$(grep -m1 -i forbidden "$STENCIL_LOG"); then
+      fail "stencil run was denied access while starting: ${denied:0:400}"
     fi
     ((SECONDS < deadline)) || fail "stencil run not ready after 60s; log $STENCIL_LOG"
     sleep 0.1
