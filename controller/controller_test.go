@@ -398,6 +398,35 @@ func TestRenderErrorAlreadyReportedCostsNothing(t *testing.T) {
 		t.Fatalf("err = %v, want terminal", err)
 	}
 	expectActions(t, actions)
+	expectNoEvent(t, f2.recorder)
+}
+
+func TestConflictAlreadyReportedCostsOneGetAndNoEvent(t *testing.T) {
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "demo", "namespace": "ns", "uid": "foreign"},
+	}}
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	f := newFixture(t)
+	f.cache = append(f.cache, p, children[0])
+	f.api = append(f.api, foreign)
+	actions, _ := f.run("demo")
+	expectActions(t, actions, "get services demo", "patch webapps/status demo")
+	// The recheck 30s later sees the status it wrote: it looks the name up
+	// again, and neither patches status nor repeats the Warning event.
+	var body unstructured.Unstructured
+	must(t, body.UnmarshalJSON(withKind(actions[1].(core.PatchAction).GetPatch())))
+	p = p.DeepCopy()
+	mergeInto(p.Object, map[string]any{"status": body.Object["status"]})
+	f2 := newFixture(t)
+	f2.cache = append(f2.cache, p, children[0])
+	f2.api = append(f2.api, foreign)
+	actions, err := f2.run("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectActions(t, actions, "get services demo")
+	expectNoEvent(t, f2.recorder)
 }
 
 func TestPausedResourceIsNotWritten(t *testing.T) {
@@ -469,6 +498,15 @@ func expectEvent(t *testing.T, r *record.FakeRecorder, prefix string) {
 			t.Errorf("no event starting with %q", prefix)
 			return
 		}
+	}
+}
+
+func expectNoEvent(t *testing.T, r *record.FakeRecorder) {
+	t.Helper()
+	select {
+	case e := <-r.Events:
+		t.Errorf("unexpected event %q", e)
+	default:
 	}
 }
 

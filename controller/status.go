@@ -95,6 +95,16 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 	return status
 }
 
+// alreadyReported reports whether the resource's Ready condition already
+// says False with this reason and message for its current generation: the
+// failure was recorded by an earlier sync, and another Warning event for it
+// would only repeat it (a resync, a conflict recheck).
+func alreadyReported(parent *unstructured.Unstructured, reason, message string) bool {
+	c := meta.FindStatusCondition(conditionsOf(currentStatus(parent)), ConditionReady)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason &&
+		c.Message == message && c.ObservedGeneration == parent.GetGeneration()
+}
+
 // pausedStatus changes only the Ready condition: a paused resource's other
 // status fields stay as they were.
 func pausedStatus(parent *unstructured.Unstructured) map[string]any {

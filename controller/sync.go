@@ -104,7 +104,9 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 
 // fail records a failure on the resource (event and status) and returns err.
 func (c *Controller) fail(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, reason string, err error) error {
-	c.recorder.Event(parent, corev1.EventTypeWarning, reason, err.Error())
+	if !alreadyReported(parent, reason, err.Error()) {
+		c.recorder.Event(parent, corev1.EventTypeWarning, reason, err.Error())
+	}
 	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error()})
 	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 		return errors.Join(err, perr)
@@ -192,7 +194,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		// a transient one is reported and retried with back-off.
 		if !isAllTerminal(applyErr) {
 			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: applyErr.Error(), extra: extra})
-			c.recorder.Event(parent, corev1.EventTypeWarning, ReasonApplyFailed, applyErr.Error())
+			if !alreadyReported(parent, ReasonApplyFailed, applyErr.Error()) {
+				c.recorder.Event(parent, corev1.EventTypeWarning, ReasonApplyFailed, applyErr.Error())
+			}
 			if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 				return errors.Join(applyErr, perr)
 			}
@@ -201,7 +205,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(applyErr))
 	case len(conflicts) > 0:
 		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(conflicts, "; ")
-		c.recorder.Event(parent, corev1.EventTypeWarning, ReasonOwnershipConflict, out.failMessage)
+		if !alreadyReported(parent, out.failReason, out.failMessage) {
+			c.recorder.Event(parent, corev1.EventTypeWarning, ReasonOwnershipConflict, out.failMessage)
+		}
 		// Look again later: once the owner of the foreign object removes it,
 		// stencil creates its own without waiting for the resync.
 		c.queue.AddAfter(key, c.opts.ConflictRecheck)
