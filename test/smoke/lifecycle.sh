@@ -40,7 +40,12 @@ row=$(kn get webapp/demo --no-headers)
 ok "Ready=True AllChildrenReady at generation $gen, phase Ready, 2/2 replicas; kubectl get shows: $row"
 
 step "events on the WebApp record the two creates"
-wait_for 30 "Created events" bash -c "[ \"\$(\"$KUBECTL\" -n $NS get events --field-selector involvedObject.kind=WebApp,involvedObject.name=demo,reason=Created -o name | wc -l)\" -ge 2 ]"
+created_events() {
+  local n
+  n=$(kn get events --field-selector involvedObject.kind=WebApp,involvedObject.name=demo,reason=Created -o name | wc -l)
+  ((n >= 2)) || { echo "$n Created events"; return 1; }
+}
+wait_for 30 "two Created events" created_events
 msgs=$(kn get events --field-selector involvedObject.name=demo,reason=Created -o jsonpath='{range .items[*]}{.type} {.message}; {end}')
 [[ "$msgs" == *"Deployment/demo"* && "$msgs" == *"Service/demo"* ]] || fail "Created events are '$msgs'"
 ok "events: $msgs"
