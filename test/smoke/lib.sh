@@ -24,8 +24,9 @@ smoke_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$smoke_root/test/cluster/env.sh"
 KUBECTL=${KUBECTL:-$smoke_root/bin/kubectl}
 STENCIL=${STENCIL:-$smoke_root/bin/stencil}
-# Controller logs of every scenario, kept after the run for a look.
-SMOKE_LOGS=${STENCIL_SMOKE_LOGS:-$smoke_root/.cluster/logs/smoke}
+# Controller logs of every scenario, kept after the run for a look (the
+# next cluster-up clears them with the rest of the logs).
+SMOKE_LOGS=${STENCIL_SMOKE_LOGS:-$logs/smoke}
 : "${KUBECONFIG:?KUBECONFIG must name the cluster to test; use make smoke}"
 export KUBECONFIG
 SCENARIO=$(basename "$0" .sh)
