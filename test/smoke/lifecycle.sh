@@ -52,6 +52,8 @@ ok "events: $msgs"
 
 step "deleting the WebApp garbage-collects its children"
 kn delete webapp/demo --wait=true >/dev/null
-wait_for 60 "deployment/demo to be garbage-collected" gone deployment/demo
-wait_for 60 "service/demo to be garbage-collected" gone service/demo
+# On a plane started moments ago the garbage collector learns of the WebApp
+# resource at its next discovery pass (every 30s), so allow for that.
+wait_for 120 "deployment/demo to be garbage-collected" gone deployment/demo
+wait_for 120 "service/demo to be garbage-collected" gone service/demo
 ok "deployment/demo and service/demo are gone after webapp/demo was deleted"
