@@ -96,9 +96,8 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 }
 
 // alreadyReported reports whether the resource's Ready condition already
-// says False with this reason and message for its current generation: the
-// failure was recorded by an earlier sync, and another Warning event for it
-// would only repeat it (a resync, a conflict recheck).
+// says False with this reason and message for its current generation, i.e.
+// an earlier sync recorded this failure.
 func alreadyReported(parent *unstructured.Unstructured, reason, message string) bool {
 	c := meta.FindStatusCondition(conditionsOf(currentStatus(parent)), ConditionReady)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason &&

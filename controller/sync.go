@@ -102,11 +102,18 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
 }
 
+// warnOnce records a Warning event for a failure unless the resource's Ready
+// condition already reports it (same reason, message and generation): a
+// resync or a conflict recheck must not repeat the event.
+func (c *Controller) warnOnce(parent *unstructured.Unstructured, reason, message string) {
+	if !alreadyReported(parent, reason, message) {
+		c.recorder.Event(parent, corev1.EventTypeWarning, reason, message)
+	}
+}
+
 // fail records a failure on the resource (event and status) and returns err.
 func (c *Controller) fail(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, reason string, err error) error {
-	if !alreadyReported(parent, reason, err.Error()) {
-		c.recorder.Event(parent, corev1.EventTypeWarning, reason, err.Error())
-	}
+	c.warnOnce(parent, reason, err.Error())
 	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error()})
 	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 		return errors.Join(err, perr)
@@ -194,9 +201,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		// a transient one is reported and retried with back-off.
 		if !isAllTerminal(applyErr) {
 			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: applyErr.Error(), extra: extra})
-			if !alreadyReported(parent, ReasonApplyFailed, applyErr.Error()) {
-				c.recorder.Event(parent, corev1.EventTypeWarning, ReasonApplyFailed, applyErr.Error())
-			}
+			c.warnOnce(parent, ReasonApplyFailed, applyErr.Error())
 			if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 				return errors.Join(applyErr, perr)
 			}
@@ -205,9 +210,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(applyErr))
 	case len(conflicts) > 0:
 		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(conflicts, "; ")
-		if !alreadyReported(parent, out.failReason, out.failMessage) {
-			c.recorder.Event(parent, corev1.EventTypeWarning, ReasonOwnershipConflict, out.failMessage)
-		}
+		c.warnOnce(parent, out.failReason, out.failMessage)
 		// Look again later: once the owner of the foreign object removes it,
 		// stencil creates its own without waiting for the resync.
 		c.queue.AddAfter(key, c.opts.ConflictRecheck)
