@@ -89,13 +89,20 @@ plane_up() {
 # port_busy PORT succeeds when something accepts connections on 127.0.0.1:PORT.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# http_status PORT PATH prints the status code of GET PATH on 127.0.0.1:PORT
-# (bash's /dev/tcp: no curl on a fresh machine), or fails if nothing answers.
-http_status() {
-  local status
+# http_get PORT PATH prints the response (status line, headers, body) to
+# GET PATH on 127.0.0.1:PORT, or fails if nothing answers. bash's /dev/tcp:
+# a fresh machine has no curl.
+http_get() {
   exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
   printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
-  read -r -t 2 _ status _ <&3 || status=""
+  timeout 2 cat <&3
   exec 3<&-
-  echo "$status"
+}
+
+# http_status PORT PATH prints the status code of GET PATH on 127.0.0.1:PORT.
+http_status() {
+  local response
+  response=$(http_get "$1" "$2") || return 1
+  response=${response#* }
+  echo "${response%% *}"
 }

@@ -4,8 +4,8 @@
 # with a kubeconfig that impersonates a ServiceAccount bound only to that
 # ClusterRole, with leader election on, and still creates children, patches
 # status, records events and prunes. STENCIL_SMOKE_CLUSTERROLE names another
-# ClusterRole file to try instead (to show that a missing rule fails): every
-# wait then fails as soon as the controller logs "forbidden". The config is
+# ClusterRole file to try instead (to show that a missing rule fails): the
+# lib's waits fail as soon as the controller logs "forbidden". The config is
 # deploy/config/, as the Deployment in deploy/ mounts it.
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -28,22 +28,6 @@ expect_eq "can $user update webapps" no "$(k auth can-i update webapps.apps.exam
 expect_eq "can $user read secrets" no "$(k auth can-i get secrets -n "$NS" --as "$user" || true)"
 ok "$user may not update webapps nor read secrets (what it may do, the run below shows)"
 
-# wait_authorized SECONDS WHAT CMD [ARG...] is wait_for, except that it fails
-# at once when the controller has logged an authorization error: a missing
-# rule shows in seconds, not at a timeout.
-wait_authorized() {
-  local limit=$1 what=$2 denied
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if denied=$(grep -m1 -i 'forbidden' "$STENCIL_LOG"); then
-      fail "waiting for $what, the controller was denied: ${denied:0:400}"
-    fi
-    ((SECONDS < deadline)) || fail "timed out after ${limit}s waiting for $what"
-    sleep 0.25
-  done
-}
-
 step "stencil runs as $user with leader election"
 kubeconfig_sa=$(mktemp)
 defer rm -f "$kubeconfig_sa"
@@ -55,15 +39,15 @@ expect_eq "whoami through the kubeconfig" "$user" \
 start_stencil --config "$smoke_root/deploy/config/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
   --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke
 lease_held() { [ -n "$(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')" ]; }
-wait_authorized 30 "the Lease to be held" lease_held
+wait_for 30 "the Lease to be held" lease_held
 ok "lease/stencil-smoke held by $(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')"
 
 step "create: both samples get their children and become Ready=True"
 kn apply -f "$smoke_root/crds/samples/" >/dev/null
-wait_authorized 90 "webapp/demo Ready=True" expect_ready_reason webapp/demo "True AllChildrenReady"
-wait_authorized 90 "memcached/cache Ready=True" expect_ready_reason memcached/cache "True AllChildrenReady"
+wait_for 90 "webapp/demo Ready=True" expect_ready_reason webapp/demo "True AllChildrenReady"
+wait_for 90 "memcached/cache Ready=True" expect_ready_reason memcached/cache "True AllChildrenReady"
 for child in deployment/demo service/demo deployment/cache; do kn get "$child" >/dev/null; done
-wait_authorized 30 "Created events" has_event Created
+wait_for 30 "Created events" has_event Created
 ok "webapp/demo and memcached/cache Ready=True; deployment/demo, service/demo, deployment/cache exist; Created events recorded"
 
 step "prune: with the Service template dropped from the config, service/demo is deleted"
@@ -73,8 +57,8 @@ cp "$smoke_root"/deploy/config/* "$CONFIG_DIR/"
 sed -i '/webapp-service.yaml.tmpl/d' "$CONFIG_DIR/stencil.yaml"
 start_stencil --config "$CONFIG_DIR/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
   --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke
-wait_authorized 60 "service/demo to be pruned" gone service/demo
-wait_authorized 30 "a Pruned event" has_event Pruned
+wait_for 60 "service/demo to be pruned" gone service/demo
+wait_for 30 "a Pruned event" has_event Pruned
 kn get deployment/demo >/dev/null
 ok "service/demo pruned, deployment/demo kept, Pruned event recorded"
 

@@ -62,12 +62,15 @@ expect_eq() {
 }
 
 # wait_for SECONDS WHAT CMD [ARG...] runs CMD every quarter second until it
-# succeeds, and fails the scenario with CMD's last output after SECONDS.
+# succeeds, and fails the scenario with CMD's last output after SECONDS. It
+# fails at once if the scenario's controller has been denied access (see
+# fail_if_denied): a missing RBAC rule shows in seconds, not at a timeout.
 wait_for() {
   local limit=$1 what=$2 out
   shift 2
   local deadline=$((SECONDS + limit))
   while ! out=$("$@" 2>&1); do
+    fail_if_denied "waiting for $what"
     if ((SECONDS >= deadline)); then
       fail "timed out after ${limit}s waiting for $what; last output: $out"
     fi
@@ -101,12 +104,22 @@ free_port() {
   local p
   for _ in $(seq 1 50); do
     p=$((20000 + RANDOM % 20000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    if ! port_busy "$p"; then
       echo "$p"
       return
     fi
   done
   fail "no free loopback port found"
+}
+
+# fail_if_denied WHILE fails the scenario if the controller's log shows an
+# authorization error ("forbidden"); no scenario expects one.
+fail_if_denied() {
+  local denied
+  [ -n "$STENCIL_LOG" ] || return 0
+  if denied=$(grep -m1 -i forbidden "$STENCIL_LOG"); then
+    fail "$1, the controller was denied: ${denied:0:400}"
+  fi
 }
 
 # stencil_ready succeeds when the running controller's /readyz answers 200.
@@ -117,7 +130,7 @@ stencil_ready() { [ "$(http_status "$STENCIL_HEALTH" /readyz)" = 200 ]; }
 # --config is given first, and returns once its /readyz answers 200. Output
 # goes to $STENCIL_LOG; the controller is stopped when the scenario exits.
 start_stencil() {
-  local config="$smoke_root/crds/stencil.yaml" denied
+  local config="$smoke_root/crds/stencil.yaml"
   if [ "${1:-}" = --config ]; then
     config=$2
     shift 2
@@ -140,21 +153,14 @@ start_stencil() {
       STENCIL_PID=""
       fail "stencil run exited before it was ready; log $STENCIL_LOG: $(tail -n 20 "$STENCIL_LOG")"
     fi
-    if denied=$(grep -m1 -i forbidden "$STENCIL_LOG"); then
-      fail "stencil run was denied access while starting: ${denied:0:400}"
-    fi
+    fail_if_denied "starting stencil run"
     ((SECONDS < deadline)) || fail "stencil run not ready after 60s; log $STENCIL_LOG"
     sleep 0.1
   done
 }
 
 # scrape_metrics prints the running controller's /metrics exposition.
-scrape_metrics() {
-  exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_METRICS" || return 1
-  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-  cat <&3
-  exec 3<&-
-}
+scrape_metrics() { http_get "$STENCIL_METRICS" /metrics; }
 
 # metric NAME prints the sum of every series of metric NAME (e.g.
 # stencil_reconcile_total) from the running controller's /metrics.
