@@ -149,6 +149,8 @@ type Controller struct {
 	recorder    record.EventRecorder
 	broadcaster record.EventBroadcaster
 	guard       *fightGuard
+	dryRuns     dryRunMemo
+	statusMemo  statusMemo
 	health      *health
 }
 

@@ -86,6 +86,7 @@ func (f *fixture) newController(ctx context.Context) {
 			if live.GetKind() == u.GetKind() && live.GetName() == u.GetName() {
 				merged := live.DeepCopy()
 				mergeInto(merged.Object, u.Object)
+				merged.SetResourceVersion(live.GetResourceVersion() + "1")
 				return true, merged, nil
 			}
 		}
@@ -181,9 +182,11 @@ func rendered(t *testing.T, parent *unstructured.Unstructured) []*unstructured.U
 	must(t, err)
 	children, err := sets[0].Render(obj)
 	must(t, err)
-	for _, c := range children {
+	for i, c := range children {
 		_, err := stampHash(c)
 		must(t, err)
+		c = serverApply(t, nil, c)
+		children[i] = c
 		c.SetUID(types.UID("uid-" + strings.ToLower(c.GetKind()) + "-" + c.GetName()))
 		c.SetResourceVersion("1")
 		switch c.GetKind() {
@@ -280,9 +283,13 @@ func TestConvergedResourceCostsNothing(t *testing.T) {
 func TestHandChangedFieldCostsOneApplyOfThatChild(t *testing.T) {
 	f := newFixture(t)
 	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
-	// Someone edits the image by hand; the applied hash still matches.
-	must(t, unstructured.SetNestedSlice(children[0].Object, []any{map[string]any{"name": "app", "image": "evil:latest"}},
-		"spec", "template", "spec", "containers"))
+	// Someone edits the image by hand; the applied hash still matches, and
+	// the image field moves to their field manager.
+	children[0] = serverUpdate(t, children[0], "kubectl-edit", func(u *unstructured.Unstructured) {
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		containers[0].(map[string]any)["image"] = "evil:latest"
+		must(t, unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers"))
+	})
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
 	actions, err := f.run("demo")
@@ -296,8 +303,10 @@ func TestFieldsTheTemplateDoesNotSetAreLeftAlone(t *testing.T) {
 	f := newFixture(t)
 	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
 	// Fields set by others (an annotation, a sidecar's env) cost nothing.
-	children[0].SetAnnotations(map[string]string{annotationAppliedHash: children[0].GetAnnotations()[annotationAppliedHash], "other": "x"})
-	must(t, unstructured.SetNestedField(children[0].Object, "Always", "spec", "template", "spec", "restartPolicy"))
+	children[0] = serverUpdate(t, children[0], "someone", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{annotationAppliedHash: u.GetAnnotations()[annotationAppliedHash], "other": "x"})
+		must(t, unstructured.SetNestedField(u.Object, "OnFailure", "spec", "template", "spec", "restartPolicy"))
+	})
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
 	actions, err := f.run("demo")
@@ -457,8 +466,11 @@ func TestFightingWriterIsRateLimited(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
-	must(t, unstructured.SetNestedSlice(children[0].Object, []any{map[string]any{"name": "app", "image": "reverted"}},
-		"spec", "template", "spec", "containers"))
+	children[0] = serverUpdate(t, children[0], "kubectl-set", func(u *unstructured.Unstructured) {
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		containers[0].(map[string]any)["image"] = "reverted"
+		must(t, unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers"))
+	})
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
 	f.newController(ctx)
@@ -481,8 +493,9 @@ func TestFightingWriterIsRateLimited(t *testing.T) {
 	if applies != f.c.opts.FightBurst {
 		t.Errorf("20 syncs against a reverting writer made %d applies, want the burst of %d", applies, f.c.opts.FightBurst)
 	}
-	if lastStatus == nil || !strings.Contains(string(lastStatus.GetPatch()), ConditionThrottled) {
-		t.Errorf("status does not report the throttling: %v", lastStatus)
+	if lastStatus == nil || !strings.Contains(string(lastStatus.GetPatch()), ConditionThrottled) ||
+		!strings.Contains(string(lastStatus.GetPatch()), "kubectl-set") {
+		t.Errorf("status does not report the throttling by kubectl-set: %v", lastStatus)
 	}
 }
 

@@ -3,11 +3,13 @@
 // the templates package, applies them with server-side apply, prunes what is
 // no longer rendered and merge-patches the resource's status.
 //
-// The choice a newcomer may question: a child is written only when the live
-// object lacks a field the template sets, or when the rendered object changed
-// since the last apply (tracked by a hash annotation). Server-side apply is
-// idempotent, so "always apply" would be correct, but every no-op apply still
-// costs a write request and, on a large cluster, that is the whole API budget.
-// Comparing against the informer cache makes a converged cluster cost zero
-// writes on resync and on restart.
+// The choice a newcomer may question: a child is written only when it
+// drifted, and drift is decided from what the API server records, never by
+// comparing rendered values with stored ones (drift.go explains why). The
+// applied-hash annotation says whether the template output changed; the
+// child's managedFields say whether another writer took a field stencil
+// sets. Server-side apply is idempotent, so "always apply" would be correct,
+// but every no-op apply still costs a write request and, on a large cluster,
+// that is the whole API budget: a converged cluster costs zero writes on
+// resync and on restart, whatever values the templates use.
 package controller

@@ -23,6 +23,7 @@ type Metrics struct {
 	childWrites       *prometheus.CounterVec
 	statusPatches     *prometheus.CounterVec
 	renderErrors      *prometheus.CounterVec
+	dryRuns           *prometheus.CounterVec
 	queue             workqueue.MetricsProvider
 }
 
@@ -62,8 +63,12 @@ func NewMetrics() *Metrics {
 		renderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_render_errors_total", Help: "Template render failures.",
 		}, []string{"resource"}),
+		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_drift_dry_runs_total",
+			Help: "Dry-run applies made where field ownership could not tell whether a child drifted, by kind.",
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors,
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.dryRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	return m
@@ -82,6 +87,7 @@ func (m *Metrics) precreate(resource string, kinds []string) {
 		for _, v := range []string{verbCreate, verbUpdate, verbDelete} {
 			m.childWrites.WithLabelValues(resource, k, v)
 		}
+		m.dryRuns.WithLabelValues(k)
 	}
 }
 

@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +40,19 @@ const (
 // stencil does not own are kept.
 func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcome) map[string]any {
 	status := currentStatus(parent)
+	// A field an earlier status template rendered, and this one does not, is
+	// removed; stencil's status field set tells which fields it wrote.
+	for k := range statusFieldsOf(parent) {
+		if _, rendered := out.extra[k]; !rendered && !standardStatusFields[k] {
+			delete(status, k)
+		}
+	}
 	for k, v := range out.extra {
+		if v == nil {
+			// A value rendered as null asks for no field at all.
+			delete(status, k)
+			continue
+		}
 		status[k] = runtime.DeepCopyJSONValue(v)
 	}
 	gen := parent.GetGeneration()
@@ -85,14 +101,42 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 	if out.fighting != "" {
 		meta.SetStatusCondition(&conds, metav1.Condition{
 			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: reasonFighting, ObservedGeneration: gen,
-			Message: fmt.Sprintf("fields stencil sets on %s keep being reverted by another writer; corrections are limited to one per %s",
-				out.fighting, c.opts.FightInterval),
+			Message: fmt.Sprintf("%s; corrections are limited to one per %s", out.fighting, c.opts.FightInterval),
 		})
 	} else {
 		meta.RemoveStatusCondition(&conds, ConditionThrottled)
 	}
 	setConditions(status, conds)
 	return status
+}
+
+// standardStatusFields are the status fields stencil computes itself; the
+// status template may add others next to them.
+var standardStatusFields = map[string]bool{
+	"observedGeneration": true, "phase": true, "replicas": true, "readyReplicas": true, "conditions": true,
+}
+
+// statusFieldsOf lists the top-level status fields that stencil's own status
+// writes hold, from the resource's managedFields.
+func statusFieldsOf(parent *unstructured.Unstructured) map[string]bool {
+	set := fieldSetOf(parent.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == FieldManager && e.Subresource == "status"
+	})
+	out := map[string]bool{}
+	if st, ok := set["f:status"].(map[string]any); ok {
+		for k := range st {
+			if strings.HasPrefix(k, "f:") {
+				out[k[2:]] = true
+			}
+		}
+	}
+	return out
+}
+
+// isThrottled reports whether the resource already says Throttled=True: a
+// fight episode is going on and its Warning event was recorded.
+func isThrottled(parent *unstructured.Unstructured) bool {
+	return meta.IsStatusConditionTrue(conditionsOf(currentStatus(parent)), ConditionThrottled)
 }
 
 // alreadyReported reports whether the resource's Ready condition already
@@ -156,30 +200,86 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 	status["conditions"] = list
 }
 
-// patchStatus merge-patches the status subresource, only when status differs
-// from what the cache holds: an unchanged status costs no request, and so
-// wakes no watch and starts no loop.
+// patchStatus merge-patches the status subresource with the difference
+// between the cached status and status, only when they differ: an unchanged
+// status costs no request, and so wakes no watch and starts no loop. Where
+// the server stores less than was sent (a field the CRD's schema prunes),
+// the cached status never equals the desired one; statusMemo remembers what
+// the server made of the last patch, so the same request is not sent again.
 func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, status map[string]any) error {
-	if sameJSON(currentStatus(parent), status) {
+	current := currentStatus(parent)
+	if sameJSON(current, status) {
 		return nil
+	}
+	key := Key{GVR: pk.res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	wantJSON, curJSON := jsonOf(status), jsonOf(current)
+	if c.statusMemo.matches(key, wantJSON, curJSON) {
+		return nil
+	}
+	diff, err := jsonpatch.CreateMergePatch([]byte(curJSON), []byte(wantJSON))
+	if err != nil {
+		return terminal(fmt.Errorf("computing status patch: %w", err))
 	}
 	patch, err := json.Marshal(map[string]any{
 		// The resourceVersion makes the patch fail with a conflict, rather
 		// than overwrite, if the status changed since it was read.
 		"metadata": map[string]any{"resourceVersion": parent.GetResourceVersion()},
-		"status":   status,
+		"status":   json.RawMessage(diff),
 	})
 	if err != nil {
 		return terminal(fmt.Errorf("encoding status: %w", err))
 	}
-	_, err = c.opts.Dynamic.Resource(pk.res.GVR()).Namespace(parent.GetNamespace()).
+	result, err := c.opts.Dynamic.Resource(pk.res.GVR()).Namespace(parent.GetNamespace()).
 		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
-		return fmt.Errorf("patching status: %w", err)
+		err = fmt.Errorf("patching status: %w", err)
+		if isRejected(err) {
+			// The same patch would be rejected again: report it once and
+			// wait for the resource or the template to change.
+			c.warnOnce(parent, reasonStatusRejected, err.Error())
+			return terminal(err)
+		}
+		return err
 	}
+	c.statusMemo.set(key, wantJSON, jsonOf(currentStatus(result)))
 	c.opts.Metrics.statusPatches.WithLabelValues(pk.label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", status["phase"])
 	return nil
+}
+
+func jsonOf(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}
+
+// statusMemo remembers, per resource, the last status sent and the status
+// the server stored in answer.
+type statusMemo struct {
+	mu   sync.Mutex
+	sent map[Key][2]string
+}
+
+func (m *statusMemo) matches(key Key, want, current string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got, ok := m.sent[key]
+	return ok && got[0] == want && got[1] == current
+}
+
+func (m *statusMemo) set(key Key, want, stored string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sent == nil {
+		m.sent = map[Key][2]string{}
+	}
+	m.sent[key] = [2]string{want, stored}
+}
+
+// forget drops a deleted resource.
+func (m *statusMemo) forget(key Key) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.sent, key)
 }
 
 // childReadiness is what one child contributes to the status.

@@ -33,6 +33,7 @@ const (
 	reasonPruned            = "Pruned"
 	reasonPruneFailed       = "PruneFailed"
 	reasonFighting          = "FieldFight"
+	reasonStatusRejected    = "StatusRejected"
 )
 
 // childRef names a child within one parent.
@@ -72,6 +73,7 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		// ownerReferences.
 		logger.V(4).Info("Resource no longer exists")
 		c.guard.forget(key)
+		c.statusMemo.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -152,18 +154,26 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
 				continue
 			}
-			if live.GetAnnotations()[annotationAppliedHash] == hash && contains(live.Object, want.Object) {
+			d := detectDrift(live, want, hash)
+			if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
+				// No manager holds a field of the render, yet applying it
+				// would change nothing: the server dropped or normalised it.
+				d.kind = inSync
+			}
+			if d.kind == inSync {
 				out.live[i] = live
 				continue
 			}
-			if live.GetAnnotations()[annotationAppliedHash] == hash && !c.guard.allow(key) {
-				// Same template output, yet the live object differs again:
-				// something keeps reverting stencil's fields.
-				out.fighting = fmt.Sprintf("%s/%s", want.GetKind(), want.GetName())
+			if d.kind != templateChanged && !c.guard.allow(key) {
+				// Same template output, yet a field stencil sets was taken
+				// or removed again: something keeps reverting it.
+				out.fighting = fightMessage(want, d)
 				out.live[i] = live
 				c.queue.AddAfter(key, c.opts.FightInterval)
 				continue
 			}
+			logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
+				"drift", d.kind.String(), "field", d.path, "manager", d.manager)
 		}
 		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
@@ -186,9 +196,14 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			verb, reason = verbCreate, reasonCreated
 		}
 		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verb).Inc()
+		out.live[i] = applied
+		if live != nil && applied.GetResourceVersion() == live.GetResourceVersion() {
+			// The server found nothing to change: no event for a no-op.
+			logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
+			continue
+		}
 		c.recorder.Eventf(parent, corev1.EventTypeNormal, reason, "%s %s/%s", reason, want.GetKind(), want.GetName())
 		logger.V(2).Info("Applied child", "verb", verb, "kind", want.GetKind(), "child", klog.KObj(want))
-		out.live[i] = applied
 	}
 
 	if err := c.prune(ctx, pk, parent, rendered); err != nil {
@@ -215,9 +230,11 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		// stencil creates its own without waiting for the resync.
 		c.queue.AddAfter(key, c.opts.ConflictRecheck)
 	}
-	if out.fighting != "" {
+	if out.fighting != "" && !isThrottled(parent) {
+		// Once per episode: while the Throttled condition stands, each
+		// denied correction is already reported there.
 		c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
-			"Fields stencil sets on %s keep being reverted; corrections limited to one per %s", out.fighting, c.opts.FightInterval)
+			"%s; corrections limited to one per %s", out.fighting, c.opts.FightInterval)
 	}
 	return c.patchStatus(ctx, pk, parent, c.desiredStatus(parent, out))
 }
