@@ -49,20 +49,29 @@ var (
 const root = "../.."
 
 // counter counts the requests that pass through a rest.Config.
+// Dry runs (dryRun=All) persist nothing and are counted apart.
 type counter struct {
 	mu       sync.Mutex
 	mutating map[string]int // "METHOD path-kind" -> count
+	byObject map[string]int // "resource/name" -> mutating requests
 	reads    atomic.Int64
+	dryRuns  atomic.Int64
 }
 
 func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		switch r.Method {
-		case http.MethodGet, http.MethodHead:
+		switch {
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			c.reads.Add(1)
+		case r.URL.Query().Get("dryRun") != "":
+			c.dryRuns.Add(1)
 		default:
 			c.mu.Lock()
+			if c.byObject == nil {
+				c.byObject = map[string]int{}
+			}
 			c.mutating[r.Method+" "+resourceOf(r.URL.Path)]++
+			c.byObject[objectOf(r.URL.Path)]++
 			c.mu.Unlock()
 		}
 		return rt.RoundTrip(r)
@@ -73,7 +82,28 @@ func (c *counter) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mutating = map[string]int{}
+	c.byObject = map[string]int{}
 	c.reads.Store(0)
+	c.dryRuns.Store(0)
+}
+
+// writesTo returns the mutating requests to one object, e.g. "deployments/x".
+func (c *counter) writesTo(object string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byObject[object]
+}
+
+// objectOf turns /apis/apps/v1/namespaces/x/deployments/y/status into
+// "deployments/y".
+func objectOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i < len(parts); i++ {
+		if parts[i] == "namespaces" && i+3 < len(parts) {
+			return parts[i+2] + "/" + parts[i+3]
+		}
+	}
+	return path
 }
 
 func (c *counter) snapshot() (total int, by map[string]int) {
@@ -176,9 +206,15 @@ type running struct {
 
 func start(t testing.TB, cfg *rest.Config, cnt *counter, ns string) *running {
 	t.Helper()
+	return startConfig(t, cfg, cnt, ns, filepath.Join(root, "crds", "stencil.yaml"))
+}
+
+// startConfig runs a controller with the config file at path.
+func startConfig(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string) *running {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	conf, err := gvr.Load(filepath.Join(root, "crds", "stencil.yaml"))
+	conf, err := gvr.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
