@@ -5,7 +5,8 @@
 // "stencil run" is the controller (run.go). The other subcommands work
 // offline and never read a kubeconfig: validate checks a config and its
 // templates, render prints the children a custom resource would get, rbac
-// prints the least-privilege ClusterRole, version prints the version.
+// prints the least-privilege ClusterRole, argocd prints Argo CD health checks,
+// version prints the version.
 package main
 
 import (
@@ -37,6 +38,7 @@ Commands:
   validate   check a config file and its templates, offline
   render     print the children of custom resources as YAML, offline
   rbac       print the least-privilege ClusterRole for a config
+  argocd     print Argo CD health checks (argocd-cm entries) for a config
   version    print the version
 
 Run "stencil <command> -h" for a command's flags.
@@ -62,6 +64,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return renderCommand(rest, stdin, stdout, stderr)
 	case "rbac":
 		return rbacCommand(rest, stdout, stderr)
+	case "argocd":
+		return argocdCommand(rest, stdout, stderr)
 	case "version":
 		return versionCommand(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

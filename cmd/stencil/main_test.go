@@ -60,7 +60,7 @@ func TestUsage(t *testing.T) {
 	stencil(t, "", "frobnicate").expect(t, 2, nil, []string{`unknown command "frobnicate"`, "Usage: stencil"})
 	stencil(t, "", "help").expect(t, 0, []string{"Usage: stencil <command>", "validate"}, nil)
 	stencil(t, "", "-h").expect(t, 0, []string{"Usage: stencil <command>"}, nil)
-	for _, cmd := range []string{"validate", "render", "rbac", "version"} {
+	for _, cmd := range []string{"validate", "render", "rbac", "argocd", "version"} {
 		stencil(t, "", cmd, "-h").expect(t, 0, []string{"Usage: stencil " + cmd}, nil)
 		stencil(t, "", cmd, "--no-such-flag").expect(t, 2, nil, []string{"flag provided but not defined: -no-such-flag", "Usage: stencil " + cmd})
 	}

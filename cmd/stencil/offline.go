@@ -163,8 +163,19 @@ func findSet(cfg *gvr.Config, sets []*templates.Set, u *unstructured.Unstructure
 }
 
 // decodeResources decodes every non-empty document of a YAML stream, split
-// the way kubectl splits it.
+// the way kubectl splits it; each must name its apiVersion and kind.
 func decodeResources(data []byte) ([]*unstructured.Unstructured, error) {
+	return decodeDocuments(data, func(u *unstructured.Unstructured) error {
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			return errors.New("apiVersion and kind are required")
+		}
+		return nil
+	})
+}
+
+// decodeDocuments decodes every non-empty document of a YAML stream and
+// passes each to check, whose error names the document.
+func decodeDocuments(data []byte, check func(*unstructured.Unstructured) error) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 1; ; i++ {
@@ -187,8 +198,8 @@ func decodeResources(data []byte) ([]*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		u := &unstructured.Unstructured{Object: v.(map[string]any)}
-		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			return nil, fmt.Errorf("document %d: apiVersion and kind are required", i)
+		if err := check(u); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		objs = append(objs, u)
 	}

@@ -1,0 +1,164 @@
+package main
+
+// stencil argocd: Argo CD health checks for the configured kinds.
+//
+// Argo CD keys a health check by group and Kind, but the config names each
+// resource by its plural, and stencil never guesses one from the other
+// ("webapps" is a WebApp, not a Webapp). Offline, the one place that says is
+// the CRD, so the kinds come from the CRD manifests: by default those beside
+// the config file, as in crds/.
+
+import (
+	"cmp"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"stencil.dev/stencil/gvr"
+)
+
+// healthLua is Argo CD's health check for every stencil resource: they share
+// one status contract, so one script serves every kind. Argo CD runs custom
+// checks without Lua's string, math and io libraries, so it uses only the
+// base and table ones.
+//
+//go:embed argocd_health.lua
+var healthLua string
+
+func argocdCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("argocd", "--config FILE [--crds PATH]")
+	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	crds := fs.String("crds", "", "`path` of the CRD manifests that give each resource's kind: a file, or a directory of .yaml, .yml and .json files (default: the config file's directory)")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
+	}
+	cfg, _, ok := loadConfig(*config, stderr)
+	if !ok {
+		return exitUsage
+	}
+	path := *crds
+	if path == "" {
+		path = cfg.Dir
+	}
+	kinds, err := crdKinds(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil argocd: %v\n", err)
+		return exitFailed
+	}
+	var gks []schema.GroupKind
+	status := exitOK
+	for i, r := range cfg.Resources {
+		gr := r.GVR().GroupResource()
+		kind, ok := kinds[gr]
+		if !ok {
+			fmt.Fprintf(stderr, "stencil argocd: %s: %s: no CustomResourceDefinition for %s in %s (name the CRDs with --crds)\n",
+				cfg.Path, gvr.EntryName(i, r), gr, path)
+			status = exitFailed
+			continue
+		}
+		gks = append(gks, schema.GroupKind{Group: r.Group, Kind: kind})
+	}
+	// Half a set of health checks pasted into argocd-cm looks complete: print
+	// all or nothing.
+	if status != exitOK {
+		return status
+	}
+	io.WriteString(stdout, healthChecks(gks))
+	return exitOK
+}
+
+// healthChecks returns argocd-cm data entries, one health check per kind, as
+// YAML with literal block scalars so the Lua reads as written.
+func healthChecks(gks []schema.GroupKind) string {
+	var b strings.Builder
+	for _, gk := range gks {
+		fmt.Fprintf(&b, "%s: |\n", healthKey(gk))
+		for _, line := range strings.SplitAfter(healthLua, "\n") {
+			if strings.TrimSpace(line) == "" {
+				b.WriteString(strings.TrimLeft(line, " \t"))
+				continue
+			}
+			b.WriteString("  " + line)
+		}
+	}
+	return b.String()
+}
+
+// healthKey is the argocd-cm key of gk's health check; Argo CD names a kind
+// of the core group by its Kind alone.
+func healthKey(gk schema.GroupKind) string {
+	if gk.Group == "" {
+		return "resource.customizations.health." + gk.Kind
+	}
+	return "resource.customizations.health." + gk.Group + "_" + gk.Kind
+}
+
+// crdKinds reads the CustomResourceDefinitions in path, a file or the
+// manifests of a directory (not its subdirectories, as kubectl apply -f), and
+// returns the kind each defines. Other documents are skipped, so a directory
+// may also hold the config file and samples.
+func crdKinds(path string) (map[schema.GroupResource]string, error) {
+	files := []string{path}
+	if info, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("reading CRDs: %w", err)
+	} else if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading CRDs: %w", err)
+		}
+		files = nil
+		for _, e := range entries {
+			switch filepath.Ext(e.Name()) {
+			case ".yaml", ".yml", ".json":
+				if !e.IsDir() {
+					files = append(files, filepath.Join(path, e.Name()))
+				}
+			}
+		}
+	}
+	kinds := map[schema.GroupResource]string{}
+	from := map[schema.GroupResource]string{}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading CRDs: %w", err)
+		}
+		objs, err := decodeDocuments(data, func(*unstructured.Unstructured) error { return nil })
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		for _, u := range objs {
+			gvk := u.GroupVersionKind()
+			if gvk.Group != "apiextensions.k8s.io" || gvk.Kind != "CustomResourceDefinition" {
+				continue
+			}
+			group, errGroup := requiredString(u, "spec", "group")
+			plural, errPlural := requiredString(u, "spec", "names", "plural")
+			kind, errKind := requiredString(u, "spec", "names", "kind")
+			if err := cmp.Or(errGroup, errPlural, errKind); err != nil {
+				return nil, fmt.Errorf("%s: CustomResourceDefinition %q: %w", file, u.GetName(), err)
+			}
+			gr := schema.GroupResource{Group: group, Resource: plural}
+			if old, ok := kinds[gr]; ok && old != kind {
+				return nil, fmt.Errorf("%s: CustomResourceDefinition %q names %s kind %s, %s names it %s", file, u.GetName(), gr, kind, from[gr], old)
+			}
+			kinds[gr], from[gr] = kind, file
+		}
+	}
+	return kinds, nil
+}
+
+// requiredString reads a string field that must be set.
+func requiredString(u *unstructured.Unstructured, path ...string) (string, error) {
+	s, ok, err := unstructured.NestedString(u.Object, path...)
+	if err == nil && (!ok || s == "") {
+		err = fmt.Errorf("%s is required", strings.Join(path, "."))
+	}
+	return s, err
+}
