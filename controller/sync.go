@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,7 +54,8 @@ type outcome struct {
 	// live holds each rendered child as last seen (apply response or cache),
 	// in render order; nil entries were not written (conflict, failure).
 	live []*unstructured.Unstructured
-	// fighting names a child whose drift correction was held back.
+	// fighting, during a fight episode, says which field of which child
+	// keeps being reverted and by whom.
 	fighting string
 	// extra is what the status template rendered.
 	extra map[string]any
@@ -167,7 +169,13 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			if d.kind != templateChanged && !c.guard.allow(key) {
 				// Same template output, yet a field stencil sets was taken
 				// or removed again: something keeps reverting it.
-				out.fighting = fightMessage(want, d)
+				msg := fightMessage(want, d)
+				if c.guard.deny(key, msg) && !isThrottled(parent) {
+					// Once per episode; while it lasts, the Throttled
+					// condition reports each denied correction.
+					c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
+						"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
+				}
 				out.live[i] = live
 				c.queue.AddAfter(key, c.opts.FightInterval)
 				continue
@@ -230,11 +238,10 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		// stencil creates its own without waiting for the resync.
 		c.queue.AddAfter(key, c.opts.ConflictRecheck)
 	}
-	if out.fighting != "" && !isThrottled(parent) {
-		// Once per episode: while the Throttled condition stands, each
-		// denied correction is already reported there.
-		c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
-			"%s; corrections limited to one per %s", out.fighting, c.opts.FightInterval)
+	if msg, ends := c.guard.episode(key); msg != "" {
+		out.fighting = msg
+		// Look again when the episode would end, to clear the condition.
+		c.queue.AddAfter(key, time.Until(ends)+time.Second)
 	}
 	return c.patchStatus(ctx, pk, parent, c.desiredStatus(parent, out))
 }
