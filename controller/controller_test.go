@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -544,4 +546,73 @@ func withKind(patch []byte) []byte {
 	m["apiVersion"], m["kind"] = "apps.example.com/v1beta1", "WebApp"
 	out, _ := json.Marshal(m)
 	return out
+}
+
+func TestStatusFieldTheSchemaPrunesCostsOnePatch(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	// The CRD's status schema does not list the template's "image": the
+	// server stores every status field but that one.
+	delete(p.Object["status"].(map[string]any), "image")
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	f.newController(ctx)
+	stored := p.DeepCopy()
+	f.client.PrependReactor("patch", "webapps", func(core.Action) (bool, runtime.Object, error) {
+		return true, stored, nil
+	})
+	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
+	for range 3 {
+		must(t, f.c.sync(ctx, key))
+	}
+	patches := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+			patches++
+		}
+	}
+	if patches != 1 {
+		t.Errorf("3 syncs with a status field the server prunes made %d status patches, want 1", patches)
+	}
+}
+
+func TestStatusFieldNoLongerRenderedIsRemoved(t *testing.T) {
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	// An earlier status template rendered "url"; stencil's status writes hold it.
+	p.Object["status"].(map[string]any)["url"] = "http://old"
+	p.SetManagedFields([]metav1.ManagedFieldsEntry{{
+		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "apps.example.com/v1beta1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:url":{},"f:image":{},"f:phase":{}}}`)},
+	}})
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	actions, err := f.run("demo")
+	must(t, err)
+	expectActions(t, actions, "patch webapps/status demo")
+	patch := string(actions[0].(core.PatchAction).GetPatch())
+	if !strings.Contains(patch, `"url":null`) || strings.Contains(patch, "phase") {
+		t.Errorf("status patch = %s, want only url removed", patch)
+	}
+}
+
+func TestRejectedStatusPatchIsTerminal(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)})
+	p, children := converged(t, p)
+	delete(p.Object, "status")
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	f.newController(ctx)
+	f.client.PrependReactor("patch", "webapps", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(webappGVK.GroupKind(), "demo", field.ErrorList{
+			field.Invalid(field.NewPath("status", "replicas"), "x", "must be an integer")})
+	})
+	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
+	if !IsTerminal(err) || !strings.Contains(err.Error(), "status.replicas") {
+		t.Fatalf("err = %v, want a terminal error naming status.replicas", err)
+	}
+	expectEvent(t, f.recorder, "Warning StatusRejected")
 }
