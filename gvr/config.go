@@ -229,7 +229,7 @@ func (d *decoder) decode(cfg *Config, data []byte) {
 		return
 	}
 	cfg.Resources = make([]Resource, len(list))
-	seen := map[schema.GroupVersionResource]int{}
+	seen := map[schema.GroupResource]int{}
 	for i, item := range list {
 		cfg.Resources[i] = d.decodeResource(i, item)
 		cfg.validateEntry(d, i, cfg.Resources[i], seen)
@@ -300,10 +300,10 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	return r
 }
 
-// validateEntry checks resources[i] (and, through seen, that its GVR is new)
+// validateEntry checks resources[i] (and, through seen, that its GroupResource is new)
 // right after it is decoded, so errors come out grouped by entry. Fields that
 // failed to decode are not checked again.
-func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.GroupVersionResource]int) {
+func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.GroupResource]int) {
 	entry := EntryName(i, r)
 	bad := d.badFields[i]
 	if bad["*"] {
@@ -335,10 +335,14 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 		}
 	}
 	if r.Version != "" && r.Resource != "" && !bad["group"] && !bad["version"] && !bad["resource"] {
-		if j, dup := seen[r.GVR()]; dup {
-			d.addf(entry, "", "duplicate of resources[%d]: each GVR may appear once", j)
+		// One entry per GroupResource, whatever the version: two entries
+		// reconciling the same objects (a CRD served at v1beta1 and v1
+		// during a version migration) with different templates would fight.
+		if j, dup := seen[r.GVR().GroupResource()]; dup {
+			d.addf(entry, "version", "%s is already configured by resources[%d] (%s): one entry per group and resource, whatever the version",
+				r.GVR().GroupResource(), j, c.Resources[j].Version)
 		} else {
-			seen[r.GVR()] = i
+			seen[r.GVR().GroupResource()] = i
 		}
 	}
 

@@ -132,7 +132,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"missing status template", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    statusTemplate: web/gone.tmpl\n",
 			[]string{web + "statusTemplate: web/gone.tmpl: no such file"}},
 		{"duplicate GVR", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n" + entry + "    templates: [web/deployment.yaml.tmpl]\n",
-			[]string{"testdata/stencil.yaml: resources[1] (webapps.v1beta1.apps.example.com): duplicate of resources[0]"}},
+			[]string{"testdata/stencil.yaml: resources[1] (webapps.v1beta1.apps.example.com): version: webapps.apps.example.com is already configured by resources[0] (v1beta1)"}},
+		{"one GroupResource at two versions", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n" +
+			strings.Replace(entry, "v1beta1", "v1", 1) + "    templates: [web/deployment.yaml.tmpl]\n",
+			[]string{"testdata/stencil.yaml: resources[1] (webapps.v1.apps.example.com): version: webapps.apps.example.com is already configured by resources[0] (v1beta1): one entry per group and resource"}},
 		{"bad selector", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    selector: 'a in (('\n",
 			[]string{web + `selector: "a in ((": `}},
 		{"bad namespace", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    namespaces: [Team_A]\n",
