@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -138,13 +137,20 @@ func (o *Options) defaults() {
 
 // Controller reconciles every configured custom resource.
 type Controller struct {
-	opts      Options
+	opts Options
+
+	// mu guards resources, byKind, children and runCtx, which change when a
+	// CRD comes or goes and when the config is reloaded.
+	mu        sync.RWMutex
 	resources map[schema.GroupVersionResource]*parentKind
-	// byKind maps a parent's group and kind to its GVR, for owner references.
+	// byKind maps a served parent's group and kind to its GVR, for owner references.
 	byKind   map[schema.GroupKind]schema.GroupVersionResource
 	children map[schema.GroupVersionKind]*childKind
+	// runCtx is the workers' context while they run; informers started
+	// later (a CRD installed, a reload) run under it.
+	runCtx context.Context
 
-	factories   []dynamicinformer.DynamicSharedInformerFactory
+	crds        cache.SharedIndexInformer
 	queue       workqueue.TypedRateLimitingInterface[Key]
 	recorder    record.EventRecorder
 	broadcaster record.EventBroadcaster
@@ -152,23 +158,6 @@ type Controller struct {
 	dryRuns     dryRunMemo
 	statusMemo  statusMemo
 	health      *health
-}
-
-// parentKind is one configured resource and its informers.
-type parentKind struct {
-	res   gvr.Resource
-	set   *templates.Set
-	gvk   schema.GroupVersionKind
-	label string // metrics label: resource.group
-	// informers by namespace; "" watches all namespaces.
-	informers map[string]cache.SharedIndexInformer
-}
-
-// childKind is one allowed child kind and its informers.
-type childKind struct {
-	gvk       schema.GroupVersionKind
-	gvr       schema.GroupVersionResource
-	informers map[string]cache.SharedIndexInformer
 }
 
 // LeaderElection configures the Lease that several replicas compete for.
@@ -181,8 +170,9 @@ type LeaderElection struct {
 	Identity string
 }
 
-// New builds a Controller: it resolves every configured GVR through the
-// mapper and creates (but does not start) the informers.
+// New builds a Controller and creates (but does not start) its informers.
+// A configured resource whose CRD is not installed is not an error: it is
+// served once its CRD is (see watches.go).
 func New(ctx context.Context, opts Options) (*Controller, error) {
 	opts.defaults()
 	if opts.Config == nil || len(opts.Sets) != len(opts.Config.Resources) {
@@ -199,6 +189,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		guard:  newFightGuard(opts.FightBurst, opts.FightInterval),
 		health: &health{},
 	}
+	c.health.synced = c.synced
 	c.recorder = opts.Recorder
 	if c.recorder == nil {
 		if opts.Kube == nil {
@@ -209,83 +200,23 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: FieldManager})
 	}
 
-	childNamespaces := map[string]bool{}
-	var kinds []schema.GroupVersionKind
+	if err := c.newCRDInformer(ctx); err != nil {
+		return nil, err
+	}
 	for i, res := range opts.Config.Resources {
-		g := res.GVR()
-		gvk, err := opts.Mapper.KindFor(g)
+		pk, err := c.newParentKind(ctx, res, opts.Sets[i])
 		if err != nil {
-			return nil, fmt.Errorf("%s: resources[%d] (%s): the API server does not serve this resource (is the CRD installed?): %w",
-				opts.Config.Path, i, g.String(), err)
+			return nil, err
 		}
-		pk := &parentKind{res: res, set: opts.Sets[i], gvk: gvk, label: g.GroupResource().String(),
-			informers: map[string]cache.SharedIndexInformer{}}
-		namespaces := scopeNamespaces(opts.Namespace, res.Namespaces)
-		if len(namespaces) == 0 {
-			klog.FromContext(ctx).Info("Resource not watched: none of its namespaces is in --namespace",
-				"gvr", g.String(), "namespace", opts.Namespace)
+		c.resources[res.GVR()] = pk
+		if pk.served {
+			c.byKind[pk.gvk.GroupKind()] = res.GVR()
 		}
-		selector := res.LabelSelector().String()
-		for _, ns := range namespaces {
-			f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, ns,
-				func(lo *metav1.ListOptions) { lo.LabelSelector = selector })
-			inf := f.ForResource(g).Informer()
-			if _, err := inf.AddEventHandler(c.parentHandler(ctx, g)); err != nil {
-				return nil, fmt.Errorf("adding event handler for %s: %w", g, err)
-			}
-			c.watchErrors(ctx, inf)
-			pk.informers[ns] = inf
-			c.factories = append(c.factories, f)
-			childNamespaces[ns] = true
-		}
-		c.resources[g] = pk
-		c.byKind[gvk.GroupKind()] = g
-		for _, k := range pk.set.Kinds() {
-			if !containsGVK(kinds, k) {
-				kinds = append(kinds, k)
-			}
-		}
+		c.precreateLocked(pk)
+		opts.Metrics.served.WithLabelValues(pk.label).Set(boolGauge(pk.served))
 	}
-	if childNamespaces[metav1.NamespaceAll] {
-		childNamespaces = map[string]bool{metav1.NamespaceAll: true}
-	}
-
-	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
-	childFactories := map[string]dynamicinformer.DynamicSharedInformerFactory{}
-	for ns := range childNamespaces {
-		// Children are cached only if they carry stencil's label: on a shared
-		// cluster the Deployments and Services of others cost no memory.
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, ns,
-			func(lo *metav1.ListOptions) { lo.LabelSelector = managed })
-		childFactories[ns] = f
-		c.factories = append(c.factories, f)
-	}
-	for _, k := range kinds {
-		mapping, err := opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
-		if err != nil {
-			return nil, fmt.Errorf("resolving child kind %s: %w", k, err)
-		}
-		ck := &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
-		for ns, f := range childFactories {
-			inf := f.ForResource(mapping.Resource).Informer()
-			if err := inf.AddIndexers(cache.Indexers{ownerUIDIndex: indexByOwnerUID}); err != nil {
-				return nil, fmt.Errorf("indexing %s: %w", mapping.Resource, err)
-			}
-			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
-				return nil, fmt.Errorf("adding event handler for %s: %w", mapping.Resource, err)
-			}
-			c.watchErrors(ctx, inf)
-			ck.informers[ns] = inf
-		}
-		c.children[k] = ck
-	}
-
-	for _, pk := range c.resources {
-		var names []string
-		for _, k := range pk.set.Kinds() {
-			names = append(names, k.Kind)
-		}
-		opts.Metrics.precreate(pk.label, names)
+	if _, err := c.ensureChildrenLocked(ctx); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -430,11 +361,16 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 	if err != nil {
 		return Key{}, false
 	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	g, ok := c.byKind[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
 	if !ok {
 		return Key{}, false
 	}
 	pk := c.resources[g]
+	if pk == nil {
+		return Key{}, false
+	}
 	parent, err := getCached(pk.informers, g.GroupResource(), ns, ref.Name)
 	if err != nil || parent.GetUID() != ref.UID {
 		return Key{}, false
@@ -448,36 +384,34 @@ func sameResourceVersion(old, cur any) bool {
 	return err1 == nil && err2 == nil && om.GetResourceVersion() == cm.GetResourceVersion()
 }
 
-// watchErrors records watch failures for /readyz and logs them.
-func (c *Controller) watchErrors(ctx context.Context, inf cache.SharedIndexInformer) {
-	// The error is only ever "already started"; New runs before Start.
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
-		c.health.watchFailed(time.Now())
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	})
-}
-
 // EnqueueAll adds every cached custom resource to the queue: the periodic
 // resync, also used by tests to force one.
 func (c *Controller) EnqueueAll() int {
+	c.mu.RLock()
+	gvrs := make([]schema.GroupVersionResource, 0, len(c.resources))
+	for g := range c.resources {
+		gvrs = append(gvrs, g)
+	}
+	c.mu.RUnlock()
 	n := 0
-	for g, pk := range c.resources {
-		for _, inf := range pk.informers {
-			for _, obj := range inf.GetIndexer().List() {
-				if m, err := meta.Accessor(obj); err == nil {
-					c.queue.Add(Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
-					n++
-				}
-			}
-		}
+	for _, g := range gvrs {
+		n += c.enqueueResource(g)
 	}
 	return n
 }
 
-// hasSynced lists every informer's HasSynced.
+// hasSynced lists HasSynced of every informer that runs: the CRD informer,
+// the child informers and the informers of the served resources. A
+// resource whose CRD is not installed has none, and so does not hold
+// readiness back.
 func (c *Controller) hasSynced() []cache.InformerSynced {
-	var out []cache.InformerSynced
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := []cache.InformerSynced{c.crds.HasSynced}
 	for _, pk := range c.resources {
+		if pk.stop == nil {
+			continue
+		}
 		for _, inf := range pk.informers {
 			out = append(out, inf.HasSynced)
 		}
@@ -488,6 +422,16 @@ func (c *Controller) hasSynced() []cache.InformerSynced {
 		}
 	}
 	return out
+}
+
+// synced reports whether every running informer has synced, for /readyz.
+func (c *Controller) synced() bool {
+	for _, s := range c.hasSynced() {
+		if !s() {
+			return false
+		}
+	}
+	return true
 }
 
 // Run starts the health and metrics servers and, under leader election when
@@ -512,24 +456,36 @@ func (c *Controller) Run(ctx context.Context) error {
 // workers until ctx is cancelled, then drains.
 func (c *Controller) runWorkers(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	for _, f := range c.factories {
-		f.Start(ctx.Done())
-	}
-	defer func() {
-		for _, f := range c.factories {
-			f.Shutdown()
+	runCtx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
+	c.mu.Lock()
+	c.runCtx = runCtx
+	go c.crds.RunWithContext(runCtx)
+	for _, ck := range c.children {
+		for _, inf := range ck.informers {
+			go inf.RunWithContext(runCtx)
 		}
-	}()
+	}
+	c.mu.Unlock()
 	syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(syncCtx.Done(), c.hasSynced()...) {
 		if ctx.Err() != nil {
 			return nil
 		}
+		return fmt.Errorf("CRD and child informer caches did not sync within %s", c.opts.CacheSyncTimeout)
+	}
+	// The CRDs are known: start the served resources' informers, and wait
+	// for them too, so that the first reconciles see complete caches.
+	c.refresh(ctx)
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.hasSynced()...) {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("informer caches did not sync within %s", c.opts.CacheSyncTimeout)
 	}
-	c.health.synced.Store(true)
-	logger.Info("Caches synced, starting workers", "workers", c.opts.Workers, "resources", len(c.resources))
+	c.health.started.Store(true)
+	logger.Info("Caches synced, starting workers", "workers", c.opts.Workers, "resources", len(c.opts.Config.Resources))
 
 	// Workers keep a context of their own so that a SIGTERM lets in-flight
 	// reconciles finish their writes instead of failing them half-way.

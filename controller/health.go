@@ -19,7 +19,11 @@ const watchFailureWindow = 30 * time.Second
 
 // health backs /healthz and /readyz.
 type health struct {
-	synced  atomic.Bool
+	// started: the workers started, after the first cache sync.
+	started atomic.Bool
+	// synced reports whether every running informer has synced; informers
+	// start later too (a CRD installed, a config reloaded).
+	synced  func() bool
 	standby atomic.Bool // waiting for the Lease: ready, but not working
 	// lastWatchError is the Unix nanoseconds of the latest watch failure.
 	lastWatchError atomic.Int64
@@ -32,7 +36,7 @@ func (h *health) ready(now time.Time) error {
 	if h.standby.Load() {
 		return nil
 	}
-	if !h.synced.Load() {
+	if !h.started.Load() || (h.synced != nil && !h.synced()) {
 		return errors.New("informer caches not synced")
 	}
 	if last := h.lastWatchError.Load(); last != 0 && now.Sub(time.Unix(0, last)) < watchFailureWindow {

@@ -23,7 +23,7 @@ func TestReadiness(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var h health
-			h.synced.Store(tt.synced)
+			h.started.Store(tt.synced)
 			h.standby.Store(tt.standby)
 			if tt.watchErr > 0 {
 				h.watchFailed(now.Add(-tt.watchErr))

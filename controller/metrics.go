@@ -24,6 +24,9 @@ type Metrics struct {
 	statusPatches     *prometheus.CounterVec
 	renderErrors      *prometheus.CounterVec
 	dryRuns           *prometheus.CounterVec
+	served            *prometheus.GaugeVec
+	reloadOK          prometheus.Gauge
+	reloadTime        prometheus.Gauge
 	queue             workqueue.MetricsProvider
 }
 
@@ -67,11 +70,34 @@ func NewMetrics() *Metrics {
 			Name: "stencil_drift_dry_runs_total",
 			Help: "Dry-run applies made where field ownership could not tell whether a child drifted, by kind.",
 		}, []string{"kind"}),
+		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stencil_resource_served",
+			Help: "1 while a configured resource is served (its CRD Established at the configured version) and watched, else 0.",
+		}, []string{"resource"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_config_last_reload_successful",
+			Help: "Whether the last config reload attempt was successful (1) or was rejected (0).",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_config_last_reload_success_timestamp_seconds",
+			Help: "Timestamp of the last successful config load or reload.",
+		}),
 	}
-	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.dryRuns,
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.dryRuns, m.served, m.reloadOK, m.reloadTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	return m
+}
+
+// ConfigLoaded records a config load or reload attempt: ok says whether
+// the config was taken, at is when.
+func (m *Metrics) ConfigLoaded(ok bool, at time.Time) {
+	if !ok {
+		m.reloadOK.Set(0)
+		return
+	}
+	m.reloadOK.Set(1)
+	m.reloadTime.Set(float64(at.Unix()))
 }
 
 // precreate makes every series for resource exist from start-up, so that

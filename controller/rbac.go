@@ -34,7 +34,7 @@ func ChildResource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bo
 var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
 // ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
-// for cfg: read and watch every configured resource, merge-patch its status,
+// for cfg: read and watch every configured resource and the CRDs, merge-patch its status,
 // apply and prune children of kinds, record events and hold a leader lease.
 // Child kinds missing from the static table of ChildResource are left out;
 // callers allowing other kinds check ChildResource first. Rules are sorted by
@@ -63,6 +63,9 @@ func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) 
 			grant(res.Group, res.Resource, "get", "list", "watch", "create", "patch", "delete")
 		}
 	}
+	// Which configured resources are served comes from the CRD objects
+	// (watches.go); read-only, and only list and watch, as informers need.
+	grant("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
 	grant("", "events", "create", "patch")
 	grant("coordination.k8s.io", "leases", "get", "create", "update")
 

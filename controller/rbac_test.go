@@ -80,6 +80,7 @@ func TestClusterRoleRules(t *testing.T) {
 		{"", "services", "get,list,watch,create,patch,delete"},
 		{"a.example.com", "bazs", "get,list,watch"},
 		{"a.example.com", "bazs/status", "patch"},
+		{"apiextensions.k8s.io", "customresourcedefinitions", "list,watch"},
 		{"apps", "deployments", "get,list,watch,create,patch,delete"},
 		// Resources of one group that need the same verbs share a rule.
 		{"b.example.com", "bars,foos", "get,list,watch"},

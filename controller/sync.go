@@ -65,9 +65,11 @@ type outcome struct {
 // only what differs, and classifies every error it returns.
 func (c *Controller) sync(ctx context.Context, key Key) error {
 	logger := klog.FromContext(ctx)
-	pk, ok := c.resources[key.GVR]
-	if !ok {
-		return terminal(fmt.Errorf("no configured resource %s", key.GVR))
+	pk := c.parent(key.GVR)
+	if pk == nil {
+		// Removed from the config since it was queued: forget it.
+		logger.V(4).Info("Resource no longer configured")
+		return nil
 	}
 	parent, err := getCached(pk.informers, key.GVR.GroupResource(), key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
@@ -137,8 +139,8 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 	for i, want := range desired {
 		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
 		rendered[ref] = true
-		ck, ok := c.children[ref.gvk]
-		if !ok {
+		ck := c.child(ref.gvk)
+		if ck == nil {
 			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("%s: kind %s is not watched", ref, ref.gvk)))
 		}
 		hash, err := stampHash(want)
@@ -285,7 +287,7 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 // never deleted.
 func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) error {
 	var errs error
-	for _, ck := range c.children {
+	for _, ck := range c.childKinds() {
 		inf := informerFor(ck.informers, parent.GetNamespace())
 		if inf == nil {
 			continue
