@@ -20,8 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller"
-	"stencil.dev/stencil/gvr"
-	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/reload"
 )
 
 // runCommand implements "stencil run". It returns the process exit status:
@@ -44,6 +43,7 @@ func runCommand(args []string) int {
 	metricsAddr := fs.String("metrics-addr", ":8080", "listen address of /metrics; empty disables it")
 	healthAddr := fs.String("health-addr", ":8081", "listen address of /healthz and /readyz; empty disables it")
 	resync := fs.Duration("resync", 10*time.Minute, "period of the full resync that re-checks every resource")
+	configPoll := fs.Duration("config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -61,18 +61,17 @@ func runCommand(args []string) int {
 	logger := klog.FromContext(ctx)
 	ctx = klog.NewContext(ctx, logger)
 
-	cfg, err := gvr.Load(*configPath)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	sets, err := templates.LoadAll(cfg, templates.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-
 	metrics := controller.NewMetrics()
+	// The watcher fingerprints the files before they are loaded: a change
+	// in between is picked up by its first poll.
+	watcher := reload.New(*configPath, *configPoll, nil, metrics.ConfigLoaded)
+	cfg, sets, err := reload.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	metrics.ConfigLoaded(true, time.Now())
+
 	metrics.RegisterClientMetrics()
 	restConfig, err := clientConfig(*kubeconfig)
 	if err != nil {
@@ -109,6 +108,8 @@ func runCommand(args []string) int {
 		logger.Error(err, "Starting controller")
 		return 1
 	}
+	watcher.Apply = c.Reconfigure
+	go watcher.Run(ctx)
 	logger.Info("Starting stencil", "version", version, "config", *configPath, "resources", len(cfg.Resources))
 	if err := c.Run(ctx); err != nil {
 		logger.Error(err, "Controller stopped")
