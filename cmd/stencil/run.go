@@ -28,7 +28,7 @@ import (
 func runCommand(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect] [--metrics-addr :8080] [--health-addr :8081] [-v N]")
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
 		fs.PrintDefaults()
 	}
 	configPath := fs.String("config", "", "path of the stencil config file (required)")
