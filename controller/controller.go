@@ -449,12 +449,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.opts.LeaderElection.Enabled {
 		return c.runLeaderElected(ctx)
 	}
-	return c.runWorkers(ctx)
+	return c.runWorkers(ctx, func() bool { return false })
 }
 
 // runWorkers starts the informers, waits (bounded) for their caches, runs the
-// workers until ctx is cancelled, then drains.
-func (c *Controller) runWorkers(ctx context.Context) error {
+// workers until ctx is cancelled, then drains, unless leaseLost says the
+// leader-election Lease was lost: then another replica may already be
+// writing, and in-flight work is cancelled at once.
+func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) error {
 	logger := klog.FromContext(ctx)
 	runCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
@@ -501,6 +503,13 @@ func (c *Controller) runWorkers(ctx context.Context) error {
 	go c.resyncLoop(ctx)
 
 	<-ctx.Done()
+	if leaseLost() {
+		logger.Info("Lost the Lease: stopping the workers at once, in-flight writes cancelled")
+		stopWork()
+		c.queue.ShutDown()
+		wg.Wait()
+		return nil
+	}
 	logger.Info("Shutting down, draining the work queue", "queued", c.queue.Len(), "timeout", c.opts.DrainTimeout)
 	drained := make(chan struct{})
 	go func() {

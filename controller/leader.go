@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,8 +42,21 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 	c.health.standby.Store(true)
 	var runErr error
 	lost := false
-	leCtx, cancel := context.WithCancel(ctx)
+	// The elector's context is not the process's: on SIGTERM the workers
+	// drain first and only then is the Lease released (cancel below), so
+	// that no other replica starts writing while this one still does. The
+	// elector also runs OnStartedLeading in a goroutine of its own and does
+	// not wait for it: done does.
+	leCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	done := make(chan struct{})
+	var started atomic.Bool
+	stopStandby := context.AfterFunc(ctx, func() {
+		if !started.Load() {
+			cancel() // a standby has nothing to drain
+		}
+	})
+	defer stopStandby()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   15 * time.Second,
@@ -51,10 +65,18 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 		ReleaseOnCancel: true,
 		Name:            le.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaderCtx context.Context) {
+				started.Store(true)
+				defer close(done)
 				logger.Info("Acquired the Lease", "lease", klog.KRef(le.Namespace, le.Name), "identity", id)
 				c.health.standby.Store(false)
-				runErr = c.runWorkers(ctx)
+				// The workers stop on SIGTERM (ctx) or when the Lease is
+				// lost (leaderCtx); only the first drains.
+				workCtx, stop := context.WithCancel(leaderCtx)
+				defer stop()
+				unhook := context.AfterFunc(ctx, stop)
+				defer unhook()
+				runErr = c.runWorkers(workCtx, func() bool { return ctx.Err() == nil })
 				cancel()
 			},
 			OnStoppedLeading: func() {
@@ -68,6 +90,9 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 		return fmt.Errorf("leader election: %w", err)
 	}
 	elector.Run(leCtx)
+	if started.Load() {
+		<-done
+	}
 	if lost && runErr == nil {
 		return errors.New("lost the leader-election Lease")
 	}

@@ -60,6 +60,7 @@ func runCommand(args []string) int {
 	defer stop()
 	logger := klog.FromContext(ctx)
 	ctx = klog.NewContext(ctx, logger)
+	go exitOnSecondSignal(ctx, stop)
 
 	metrics := controller.NewMetrics()
 	// The watcher fingerprints the files before they are loaded: a change
@@ -119,6 +120,19 @@ func runCommand(args []string) int {
 	logger.Info("Stopped cleanly")
 	klog.Flush()
 	return 0
+}
+
+// exitOnSecondSignal waits for the first SIGTERM or SIGINT (ctx done; the
+// process drains) and exits with status 1 at the second, without waiting.
+func exitOnSecondSignal(ctx context.Context, stop context.CancelFunc) {
+	<-ctx.Done()
+	second := make(chan os.Signal, 1)
+	signal.Notify(second, syscall.SIGTERM, os.Interrupt)
+	stop()
+	<-second
+	klog.FromContext(ctx).Info("Second signal: exiting at once, without draining")
+	klog.Flush()
+	os.Exit(1)
 }
 
 // clientConfig loads the kubeconfig the usual way: the flag, then
