@@ -56,7 +56,7 @@ integration: ## Run test/integration against the local plane (started and stoppe
 smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
 
-rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml is needed: remove each, the least-privilege scenario must fail
+rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml and deploy/role.yaml is needed: remove each, the least-privilege scenario must fail
 	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
 
 bench: tools ## Run the benchmarks: unit (no cluster), then BenchmarkConverge on the local plane (STENCIL_BENCH_CRS=10000 for full size)

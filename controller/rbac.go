@@ -35,7 +35,8 @@ var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "d
 
 // ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
 // for cfg: read and watch every configured resource and the CRDs, merge-patch its status,
-// apply and prune children of kinds, record events and hold a leader lease.
+// apply and prune children of kinds, and record events. The leader-election
+// Lease is not here: LeaseRole grants it in stencil's own namespace only.
 // Child kinds missing from the static table of ChildResource are left out;
 // callers allowing other kinds check ChildResource first. Rules are sorted by
 // API group, so the output is stable and can be checked in.
@@ -56,6 +57,10 @@ func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) 
 	for _, r := range cfg.Resources {
 		grant(r.Group, r.Resource, "get", "list", "watch")
 		grant(r.Group, r.Resource+"/status", "patch")
+		// Children carry blockOwnerDeletion: true. Where the
+		// OwnerReferencesPermissionEnforcement admission plugin is on
+		// (OpenShift), setting it needs update on the owner's finalizers.
+		grant(r.Group, r.Resource+"/finalizers", "update")
 	}
 	for _, k := range kinds {
 		if res, ok := ChildResource(k); ok {
@@ -67,7 +72,6 @@ func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) 
 	// (watches.go); read-only, and only list and watch, as informers need.
 	grant("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
 	grant("", "events", "create", "patch")
-	grant("coordination.k8s.io", "leases", "get", "create", "update")
 
 	var rules []rbacv1.PolicyRule
 	for _, group := range slices.Sorted(maps.Keys(perms)) {
@@ -100,5 +104,21 @@ func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) 
 			Labels: map[string]string{"app.kubernetes.io/name": "stencil"},
 		},
 		Rules: rules,
+	}
+}
+
+// LeaseRole returns the Role that leader election needs in the namespace of
+// its Lease (the namespace is left to the deployment, kustomize sets it):
+// a namespaced Role, not a ClusterRole rule over every namespace's Leases.
+func LeaseRole(name string) *rbacv1.Role {
+	return &rbacv1.Role{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{"app.kubernetes.io/name": "stencil"},
+		},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"},
+		}},
 	}
 }

@@ -54,6 +54,19 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is stale; run go test ./controller -run ClusterRole -update\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
+	got, err = yaml.Marshal(LeaseRole("stencil-leader-election"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join("..", "deploy", "role.yaml")
+	if updateGolden() {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want, err = os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s is stale (%v); run go test ./controller -run ClusterRole -update", path, err)
+	}
 }
 
 func TestClusterRoleRules(t *testing.T) {
@@ -79,13 +92,14 @@ func TestClusterRoleRules(t *testing.T) {
 		{"", "events", "create,patch"},
 		{"", "services", "get,list,watch,create,patch,delete"},
 		{"a.example.com", "bazs", "get,list,watch"},
+		{"a.example.com", "bazs/finalizers", "update"},
 		{"a.example.com", "bazs/status", "patch"},
 		{"apiextensions.k8s.io", "customresourcedefinitions", "list,watch"},
 		{"apps", "deployments", "get,list,watch,create,patch,delete"},
 		// Resources of one group that need the same verbs share a rule.
 		{"b.example.com", "bars,foos", "get,list,watch"},
+		{"b.example.com", "bars/finalizers,foos/finalizers", "update"},
 		{"b.example.com", "bars/status,foos/status", "patch"},
-		{"coordination.k8s.io", "leases", "get,create,update"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rules:\n got %v\nwant %v", got, want)

@@ -208,7 +208,7 @@ func decodeDocuments(data []byte, check func(*unstructured.Unstructured) error) 
 func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rbac", "--config FILE [--name NAME]")
 	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
-	name := fs.String("name", "stencil", "`name` of the ClusterRole")
+	name := fs.String("name", "stencil", "`name` of the ClusterRole (the leader-election Role is NAME-leader-election)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -226,7 +226,15 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed
 	}
+	role, err := yaml.Marshal(controller.LeaseRole(*name + "-leader-election"))
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
+		return exitFailed
+	}
 	stdout.Write(out)
+	// The Role for the Lease, to create in the namespace stencil runs in.
+	fmt.Fprintln(stdout, "---")
+	stdout.Write(role)
 	return exitOK
 }
 

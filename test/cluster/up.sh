@@ -207,6 +207,7 @@ launch kube-apiserver \
   --proxy-client-cert-file="$pki/front-proxy-client.crt" \
   --proxy-client-key-file="$pki/front-proxy-client.key" \
   --authorization-mode=Node,RBAC \
+  --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
   --service-cluster-ip-range=10.96.0.0/16 \
   --endpoint-reconciler-type=none \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \

@@ -5,7 +5,10 @@
 # ClusterRole, with leader election on, and still creates children, patches
 # status, records events and prunes. STENCIL_SMOKE_CLUSTERROLE names another
 # ClusterRole file to try instead (to show that a missing rule fails): the
-# lib's waits fail as soon as the controller logs "forbidden". The config is
+# lib's waits fail as soon as the controller logs "forbidden"
+# (STENCIL_SMOKE_ROLE likewise for the Lease Role of deploy/role.yaml). The
+# plane runs the OwnerReferencesPermissionEnforcement admission plugin, as
+# OpenShift does, so blockOwnerDeletion needs the finalizers rule. The config is
 # deploy/config/, as the Deployment in deploy/ mounts it.
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -13,6 +16,7 @@ source "$(dirname "$0")/lib.sh"
 use_namespace leastpriv
 install_crds
 role_file=${STENCIL_SMOKE_CLUSTERROLE:-$smoke_root/deploy/clusterrole.yaml}
+lease_role_file=${STENCIL_SMOKE_ROLE:-$smoke_root/deploy/role.yaml}
 role="stencil-smoke-$NS"
 user="system:serviceaccount:$NS:stencil"
 
@@ -24,6 +28,9 @@ step "a ServiceAccount bound to the ClusterRole of $(basename "$role_file") only
 kn create serviceaccount stencil >/dev/null
 sed -E "0,/^  name: .*/s//  name: $role/" "$role_file" | k apply -f - >/dev/null
 k create clusterrolebinding "$role" --clusterrole="$role" --serviceaccount="$NS:stencil" >/dev/null
+# The Lease Role of deploy/role.yaml, in the namespace of the Lease.
+kn apply -f "$lease_role_file" >/dev/null
+kn create rolebinding stencil-leader-election --role=stencil-leader-election --serviceaccount="$NS:stencil" >/dev/null
 expect_eq "can $user update webapps" no "$(k auth can-i update webapps.apps.example.com -n "$NS" --as "$user" || true)"
 expect_eq "can $user read secrets" no "$(k auth can-i get secrets -n "$NS" --as "$user" || true)"
 ok "$user may not update webapps nor read secrets (what it may do, the run below shows)"
