@@ -18,7 +18,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Status phases.
+// Status phases. The phase is deprecated in favour of the conditions (the API
+// conventions deprecate phases: a new phase value breaks every client that
+// switches on the old ones, a new condition breaks none). stencil keeps
+// writing it, computed as it always was, for the clients that read it.
 const (
 	PhasePending     = "Pending"
 	PhaseProgressing = "Progressing"
@@ -30,6 +33,15 @@ const (
 const (
 	// ConditionReady is True when every child is ready.
 	ConditionReady = "Ready"
+	// ConditionReconciling is True while stencil is converging the resource:
+	// children not ready yet, or a failure that is being retried. Present
+	// only while True, with the Ready condition's reason and message.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True while stencil cannot make progress without a
+	// change by a person: a failed render, a child the API server rejects as
+	// invalid, a foreign object holding a child's name. Present only while
+	// True, with the Ready condition's reason and message.
+	ConditionStalled = "Stalled"
 	// ConditionThrottled is True while drift corrections are rate-limited
 	// because another actor keeps reverting fields stencil sets.
 	ConditionThrottled = "Throttled"
@@ -98,6 +110,7 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 
 	conds := conditionsOf(status)
 	meta.SetStatusCondition(&conds, cond)
+	setProgress(&conds, cond, out.stalled)
 	if out.fighting != "" {
 		meta.SetStatusCondition(&conds, metav1.Condition{
 			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: reasonFighting, ObservedGeneration: gen,
@@ -108,6 +121,31 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 	}
 	setConditions(status, conds)
 	return status
+}
+
+// setProgress sets the kstatus conditions from the Ready condition ready:
+// neither when Ready is True, Stalled when the failure waits for a person,
+// Reconciling otherwise; never both. Each is present only while True (kstatus
+// calls them abnormal-true), and repeats Ready's reason and message, so that
+// kstatus, Argo CD and kubectl wait all show the same words.
+//
+// The condition that stays is updated in place, never removed and added
+// again: its lastTransitionTime, and so the status, changes only when it
+// turns True.
+func setProgress(conds *[]metav1.Condition, ready metav1.Condition, stalled bool) {
+	on, off := ConditionReconciling, ConditionStalled
+	if stalled {
+		on, off = ConditionStalled, ConditionReconciling
+	}
+	meta.RemoveStatusCondition(conds, off)
+	if ready.Status == metav1.ConditionTrue {
+		meta.RemoveStatusCondition(conds, on)
+		return
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type: on, Status: metav1.ConditionTrue, Reason: ready.Reason, Message: ready.Message,
+		ObservedGeneration: ready.ObservedGeneration,
+	})
 }
 
 // standardStatusFields are the status fields stencil computes itself; the
@@ -148,8 +186,13 @@ func alreadyReported(parent *unstructured.Unstructured, reason, message string) 
 		c.Message == message && c.ObservedGeneration == parent.GetGeneration()
 }
 
-// pausedStatus changes only the Ready condition: a paused resource's other
-// status fields stay as they were.
+// pausedStatus changes only the conditions: a paused resource's other status
+// fields, observedGeneration included, stay as they were. Ready says Paused.
+// Reconciling goes, since stencil converges nothing while paused; Stalled
+// stays, since pausing fixes nothing. kstatus then says Failed for a paused
+// resource that was stalled, and InProgress for any other: Ready is False
+// (it reads Ready where neither condition is present) and, once the spec
+// changes during the pause, observedGeneration is behind.
 func pausedStatus(parent *unstructured.Unstructured) map[string]any {
 	status := currentStatus(parent)
 	conds := conditionsOf(status)
@@ -157,6 +200,7 @@ func pausedStatus(parent *unstructured.Unstructured) map[string]any {
 		Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonPaused, ObservedGeneration: parent.GetGeneration(),
 		Message: AnnotationPaused + ` is "true": stencil makes no writes for this resource`,
 	})
+	meta.RemoveStatusCondition(&conds, ConditionReconciling)
 	setConditions(status, conds)
 	return status
 }

@@ -51,6 +51,10 @@ type outcome struct {
 	// failReason and failMessage, when set, make the Ready condition False
 	// with that reason.
 	failReason, failMessage string
+	// stalled says the failure waits for a person (condition Stalled): a
+	// terminal error, or a foreign object holding a child's name. Otherwise
+	// it is retried (condition Reconciling).
+	stalled bool
 	// live holds each rendered child as last seen (apply response or cache),
 	// in render order; nil entries were not written (conflict, failure).
 	live []*unstructured.Unstructured
@@ -120,7 +124,7 @@ func (c *Controller) warnOnce(parent *unstructured.Unstructured, reason, message
 // fail records a failure on the resource (event and status) and returns err.
 func (c *Controller) fail(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, reason string, err error) error {
 	c.warnOnce(parent, reason, err.Error())
-	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error()})
+	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error(), stalled: IsTerminal(err)})
 	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 		return errors.Join(err, perr)
 	}
@@ -235,6 +239,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(applyErr))
 	case len(conflicts) > 0:
 		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(conflicts, "; ")
+		out.stalled = true
 		c.warnOnce(parent, out.failReason, out.failMessage)
 		// Look again later: once the owner of the foreign object removes it,
 		// stencil creates its own without waiting for the resync.

@@ -69,12 +69,20 @@ expect_eq "WebApp port and serviceType" "8080 ClusterIP" "$(kn get webapp/defaul
 expect_eq "Memcached size and image" "1 memcached:1.6" "$(kn get memcached/defaults -o jsonpath='{.spec.size} {.spec.image}')"
 ok "WebApp port 8080 and serviceType ClusterIP; Memcached size 1 and image memcached:1.6"
 
+step "before a controller writes status, observedGeneration reads 0 (the status default)"
+# No stencil runs in this scenario: the status is the CRDs' default, which
+# keeps kstatus at InProgress until stencil's first status.
+for r in webapp/defaults memcached/defaults; do
+  expect_eq "$r status" '{"observedGeneration":0}' "$(kn get "$r" -o jsonpath='{.status}')"
+done
+ok "webapp/defaults and memcached/defaults: status {\"observedGeneration\":0} at generation 1"
+
 step "short names and printer columns"
 header=$(kn get wa | sed -n 1p | tr -s ' ')
-expect_eq "kubectl get wa columns" "NAME READY PHASE REPLICAS IMAGE AGE" "$header"
+expect_eq "kubectl get wa columns" "NAME READY REASON REPLICAS IMAGE AGE" "$header"
 mc_header=$(kn get mc | sed -n 1p | tr -s " ")
-expect_eq "kubectl get mc columns" "NAME READY PHASE REPLICAS SIZE AGE" "$mc_header"
+expect_eq "kubectl get mc columns" "NAME READY REASON REPLICAS SIZE AGE" "$mc_header"
 wide=$(kn get wa -o wide | sed -n 1p | tr -s ' ')
-expect_eq "kubectl get wa -o wide columns" "NAME READY PHASE REPLICAS IMAGE PORT SERVICE AGE" "$wide"
+expect_eq "kubectl get wa -o wide columns" "NAME READY REASON REPLICAS IMAGE PORT SERVICE AGE MESSAGE" "$wide"
 [[ "$(k get stencil -n "$NS" -o name)" == *webapp.apps.example.com/defaults* ]] || fail "category stencil does not list the WebApp"
-ok "wa: $header; mc: $mc_header; wa -o wide adds PORT SERVICE; kubectl get stencil lists both kinds"
+ok "wa: $header; mc: $mc_header; wa -o wide adds PORT SERVICE MESSAGE; kubectl get stencil lists both kinds"

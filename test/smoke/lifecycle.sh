@@ -35,9 +35,11 @@ expect_eq "Ready observedGeneration" "$gen" "$(condition webapp/demo Ready obser
 expect_eq "phase replicas/readyReplicas" "Ready 2/2" \
   "$(kn get webapp/demo -o jsonpath='{.status.phase} {.status.replicas}/{.status.readyReplicas}')"
 expect_eq "status.url (statusTemplate)" "http://demo.$NS.svc:8080" "$(kn get webapp/demo -o jsonpath='{.status.url}')"
+expect_eq "Reconciling and Stalled once Ready" "" "$(condition webapp/demo Reconciling status)$(condition webapp/demo Stalled status)"
 row=$(kn get webapp/demo --no-headers)
-[[ "$row" =~ ^demo[[:space:]]+True[[:space:]]+Ready[[:space:]]+2[[:space:]] ]] || fail "kubectl get row '$row', want demo True Ready 2 ..."
-ok "Ready=True AllChildrenReady at generation $gen, phase Ready, 2/2 replicas; kubectl get shows: $row"
+[[ "$row" =~ ^demo[[:space:]]+True[[:space:]]+AllChildrenReady[[:space:]]+2[[:space:]] ]] ||
+  fail "kubectl get row '$row', want demo True AllChildrenReady 2 ..."
+ok "Ready=True AllChildrenReady at generation $gen, neither Reconciling nor Stalled, phase Ready, 2/2 replicas; kubectl get shows: $row"
 
 step "events on the WebApp record the two creates"
 created_events() {

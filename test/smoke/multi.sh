@@ -15,7 +15,7 @@ expect_eq "memcached/cache owner of deployment/cache" Memcached/cache \
 expect_eq "webapp/demo owner of deployment/demo" WebApp/demo \
   "$(kn get deployment/demo -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')"
 gone service/cache >/dev/null || fail "service/cache exists; the Memcached templates render no Service"
-ok "$(kn get webapps,memcacheds --no-headers | awk '{print $1" Ready="$2" Phase="$3}' | paste -sd' ')"
+ok "$(kn get webapps,memcacheds --no-headers | awk '{print $1" Ready="$2" Reason="$3}' | paste -sd' ')"
 
 step "scaling the Memcached to 3 touches only its Deployment"
 dep_gen=$(kn get deployment/demo -o jsonpath='{.metadata.generation}')

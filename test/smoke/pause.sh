@@ -15,6 +15,7 @@ step "pausing sets Ready=False Paused and keeps the rest of the status"
 kn annotate webapp/demo stencil.dev/paused=true >/dev/null
 wait_for 30 "Ready=False Paused" expect_ready_reason webapp/demo "False Paused"
 expect_eq "phase and readyReplicas while paused" "Ready 2" "$(kn get webapp/demo -o jsonpath='{.status.phase} {.status.readyReplicas}')"
+expect_eq "Reconciling and Stalled while paused" "" "$(condition webapp/demo Reconciling status)$(condition webapp/demo Stalled status)"
 ok "Ready=False Paused: $(condition webapp/demo Ready message)"
 
 step "a spec change while paused does not reach the Deployment"

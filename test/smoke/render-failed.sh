@@ -30,9 +30,11 @@ msg=$(condition webapp/broken Ready message)
 [[ "$msg" == *"webapp/deployment.yaml.tmpl:$line"* && "$msg" == *replicas* ]] ||
   fail "message '$msg' does not name webapp/deployment.yaml.tmpl:$line and replicas"
 expect_eq "phase" Degraded "$(kn get webapp/broken -o jsonpath='{.status.phase}')"
+expect_eq "Stalled" "True RenderFailed" "$(condition webapp/broken Stalled status) $(condition webapp/broken Stalled reason)"
+expect_eq "Reconciling while stalled" "" "$(condition webapp/broken Reconciling status)"
 wait_for 30 "a Warning RenderFailed event" has_event RenderFailed
 gone deployment/broken >/dev/null || fail "deployment/broken exists although the render failed"
-ok "Ready=False RenderFailed: $msg"
+ok "Ready=False RenderFailed and Stalled=True RenderFailed: $msg"
 
 step "no retry storm: the failure is not retried while the WebApp is unchanged"
 errors_then=$(metric stencil_render_errors_total)
@@ -57,4 +59,5 @@ step "setting spec.replicas recovers"
 kn patch webapp/broken --type=merge -p '{"spec":{"replicas":1}}' >/dev/null
 kn wait webapp/broken --for=condition=Ready --timeout=60s >/dev/null
 expect_eq "deployment/broken replicas" 1 "$(kn get deployment/broken -o jsonpath='{.spec.replicas}')"
-ok "webapp/broken Ready=True with deployment/broken at 1 replica"
+expect_eq "Stalled once fixed" "" "$(condition webapp/broken Stalled status)"
+ok "webapp/broken Ready=True, Stalled gone, with deployment/broken at 1 replica"
