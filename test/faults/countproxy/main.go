@@ -179,7 +179,8 @@ func classify(r *http.Request) record {
 	return rec
 }
 
-// recorder captures the status code of a proxied response.
+// recorder captures the status code of a proxied response; code 0 means
+// the API server could not be reached, 499 that the client went away first.
 type recorder struct {
 	http.ResponseWriter
 	done func(code int)
@@ -222,6 +223,10 @@ func summary(records []record) string {
 			if r.verb == "list" || r.verb == "watch" || r.verb == "watchlist" {
 				counts[r.verb+":"+r.resource]++
 			}
+			if r.code < 200 || r.code > 299 {
+				// A watch refused with 410 Gone: its resourceVersion is too old.
+				counts[r.verb+":"+strconv.Itoa(r.code)]++
+			}
 		case r.dryRun:
 			counts["dryrun"]++
 		case r.code < 200 || r.code > 299:
@@ -231,6 +236,10 @@ func summary(records []record) string {
 			counts["writes"]++
 			counts[r.category()]++
 			counts[r.category()+":"+r.verb]++
+			if r.code == http.StatusCreated {
+				// A server-side apply that created the object answers 201.
+				counts[r.category()+":created"]++
+			}
 		}
 	}
 	keys := make([]string, 0, len(counts))
@@ -289,6 +298,24 @@ func main() {
 			Transport:     transport,
 			FlushInterval: -1,
 			ErrorLog:      log.New(os.Stderr, "countproxy "+tag+": ", log.LstdFlags),
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				// The API server cannot be reached (or went away mid-request):
+				// drop the client's connection without an answer, as a dead
+				// server would, rather than answer 502. A client tells a
+				// transport error from an answer, and treats them differently
+				// (client-go's event recorder retries the first, drops the
+				// second).
+				if rw, ok := w.(*recorder); ok && rw.done != nil {
+					code := 0
+					if r.Context().Err() != nil {
+						// The client went away first (killed, or it gave up).
+						code = 499
+					}
+					rw.done(code)
+					rw.done = nil
+				}
+				panic(http.ErrAbortHandler)
+			},
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/countproxy/summary", func(w http.ResponseWriter, r *http.Request) {
@@ -319,11 +346,13 @@ func main() {
 				rec.at, rec.code = time.Now(), code
 				requests.add(rec)
 			}}
+			defer func() {
+				if rw.done != nil {
+					// No response at all (the client went away first): 499, as nginx says.
+					rw.done(499)
+				}
+			}()
 			proxy.ServeHTTP(rw, r)
-			if rw.done != nil {
-				// No response at all (the client went away first): 499, as nginx says.
-				rw.done(499)
-			}
 		})
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {

@@ -476,6 +476,9 @@ func (c *checker) invariants(ctx context.Context, selector string, expect, forei
 		fmt.Printf(", %d writes all in %s", writes, c.ns)
 	}
 	fmt.Println()
+	// The last line, for the suite's figures.
+	fmt.Printf("checked %d CRs, %d children, %d expected failures, %d foreign objects, %d writes\n",
+		crs, children, failedSeen, len(foreignNames), writes)
 	return nil
 }
 
