@@ -189,6 +189,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
 				"drift", d.kind.String(), "field", d.path, "manager", d.manager)
 		}
+		if err := c.mayWrite(); err != nil {
+			return err
+		}
 		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -310,6 +313,9 @@ func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstruct
 			ref := metav1.GetControllerOf(child)
 			if ref == nil || ref.UID != parent.GetUID() || rendered[childRef{gvk: ck.gvk, name: child.GetName()}] {
 				continue
+			}
+			if err := c.mayWrite(); err != nil {
+				return errors.Join(errs, err)
 			}
 			uid := child.GetUID()
 			err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
