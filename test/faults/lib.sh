@@ -200,6 +200,24 @@ start_replica() {
 # leader_flags prints the leader-election flags every replica of a scenario shares.
 leader_flags() { echo --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-faults; }
 
+# leader_tag prints the tag (a or b) of the replica holding the Lease, from
+# the write log: the last successful Lease write's listener.
+leader_tag() {
+  proxy_writes 0 | awk '$4 == "leases" && $7 ~ /^2/ { t = $2 } END { print t }'
+}
+
+# first_write TAG SINCE_MS prints the time (ms) of replica TAG's first
+# successful write other than a Lease write since SINCE_MS, or nothing.
+first_write() {
+  proxy_writes "$2" "" "$1" | awk '$4 != "leases" && $7 ~ /^2/ { print $1; exit }'
+}
+
+# last_write TAG [SINCE_MS] prints the time (ms) of replica TAG's last
+# write other than a Lease write (answered or not), or nothing.
+last_write() {
+  proxy_writes "${2:-0}" "" "$1" | awk '$4 != "leases" { t = $1 } END { print t }'
+}
+
 # lease_holder prints the holder of the scenario's leader-election Lease.
 lease_holder() { kn get lease stencil-faults -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 
