@@ -50,20 +50,21 @@ for f in "${scenarios[@]}"; do
     result=FAIL
     failed+=("$name")
   fi
-  # A scenario that failed half-way may leave a component stopped: start
-  # it again, so that the next scenario finds the whole plane.
-  for c in "${components[@]}"; do
-    if ! pid=$(pid_of "$c"); then
-      echo "faults: $c is not running after $name; starting it again" >&2
-      start_component "$c"
-    else
-      kill -CONT "$pid" 2>/dev/null || true
-    fi
-  done
-  deadline=$((SECONDS + 120))
-  until api_ready; do
-    ((SECONDS < deadline)) || { echo "faults: the API server is not ready after $name" >&2; exit 1; }
-    sleep 0.5
+  # A scenario that failed half-way may leave a component stopped (or
+  # still shutting down): start it again, so that the next scenario finds
+  # the whole plane.
+  deadline=$((SECONDS + 180))
+  until plane_up; do
+    for c in "${components[@]}"; do
+      if ! pid=$(pid_of "$c"); then
+        echo "faults: $c is not running after $name; starting it again" >&2
+        start_component "$c"
+      else
+        kill -CONT "$pid" 2>/dev/null || true
+      fi
+    done
+    ((SECONDS < deadline)) || { echo "faults: the plane is not up after $name" >&2; exit 1; }
+    sleep 1
   done
   line=$(printf -- '--- %s  %s (%ss): %s' "$result" "$name" "$((SECONDS - start))" "$(cat "$figures")")
   echo "$line"

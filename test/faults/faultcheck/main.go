@@ -9,8 +9,9 @@
 //	                       [--proxy URL --since MS --lease NAME]
 //
 // wait-ready polls until N custom resources (of the configured kinds, matching
-// the selector) are Ready at their generation, and prints the Unix
-// milliseconds at which it first saw that.
+// the selector) are Ready at their generation, with as many ready replicas as
+// desired (no rollout still settling), and prints the Unix milliseconds at
+// which it first saw that.
 //
 // invariants checks, and prints what it checked:
 //   - every custom resource matching the selector is Ready=True, with
@@ -169,6 +170,13 @@ func readyAtGeneration(u *unstructured.Unstructured) string {
 		return fmt.Sprintf("status.observedGeneration %d, generation %d", og, gen)
 	case fmt.Sprint(cond["observedGeneration"]) != fmt.Sprint(gen):
 		return fmt.Sprintf("Ready observedGeneration %v, generation %d", cond["observedGeneration"], gen)
+	}
+	// Settled too: a rollout is Ready once the new pods are, while the old
+	// ones still terminate; their going changes readyReplicas once more.
+	replicas, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
+	ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+	if ready != replicas {
+		return fmt.Sprintf("readyReplicas %d, replicas %d (a rollout still settling)", ready, replicas)
 	}
 	return ""
 }
