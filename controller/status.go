@@ -357,6 +357,9 @@ func readiness(u *unstructured.Unstructured) childReadiness {
 			r.why = "rollout not yet observed"
 		case updated < desired || available < desired:
 			r.why = fmt.Sprintf("%d of %d replicas updated and available", min(updated, available), desired)
+			if why := deploymentStuck(u); why != "" {
+				r.why += ": " + why
+			}
 		default:
 			r.ok = true
 		}
@@ -379,6 +382,26 @@ func readiness(u *unstructured.Unstructured) childReadiness {
 		return childReadiness{ok: true}
 	}
 	return childReadiness{ok: true}
+}
+
+// deploymentStuck returns why a Deployment cannot make progress, from its
+// conditions: ReplicaFailure (its ReplicaSet cannot create pods: the pod
+// template is invalid, a quota is exceeded) or Progressing=False
+// (ProgressDeadlineExceeded). The Deployment controller names the cause and
+// the field there (the fault suite's bad-input scenario: an image with a
+// leading space passes Deployment validation, then every pod is refused);
+// without it the resource said only "0 of 1 replicas updated and available".
+func deploymentStuck(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		switch {
+		case m["type"] == "ReplicaFailure" && m["status"] == "True",
+			m["type"] == "Progressing" && m["status"] == "False":
+			return fmt.Sprintf("%v: %v", m["reason"], m["message"])
+		}
+	}
+	return ""
 }
 
 // sameJSON compares two JSON values by their encoding, so that int64 and
