@@ -12,7 +12,6 @@ source "$(dirname "$0")/lib.sh"
 use_namespace leader-kill
 # shellcheck disable=SC2046
 start_replica a $(leader_flags)
-wait_for 30 "replica a to hold the Lease" test -n "$(lease_holder)"
 lease_held_by() { [ "$(leader_tag)" = "$1" ]; }
 wait_for 30 "replica a to hold the Lease" lease_held_by a
 # shellcheck disable=SC2046
@@ -33,7 +32,8 @@ ok "a killed after $(fig child "$(proxy_summary "$t0" "$fault_start" a)") child 
 step "b takes over within the lease duration"
 wait_for 60 "b to hold the Lease" lease_held_by b
 acquired=$(proxy_writes "$fault_start" "" b | awk '$4 == "leases" && $7 ~ /^2/ { print $1; exit }')
-wait_for 30 "b to write" test -n "$(first_write b "$fault_start")"
+b_wrote() { [ -n "$(first_write b "$fault_start")" ]; }
+wait_for 30 "b to write" b_wrote
 took_over=$(first_write b "$fault_start")
 since_renew=$(secs "$last_renew" "$acquired")
 awk -v s="$since_renew" 'BEGIN { exit !(s <= 23.8) }' ||

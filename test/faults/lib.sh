@@ -41,6 +41,8 @@ WORKLOAD=${STENCIL_FAULTS_WORKLOAD:-200}
 # The window after recovery in which stencil must write nothing (seconds).
 QUIET_SECONDS=${STENCIL_FAULTS_QUIET:-60}
 FAULTS_CONFIG="$smoke_root/crds/stencil.yaml"
+# FAULTS_SCOPE, when set (even empty), drops start_replica's "--namespace
+# $NS": a scenario whose config lists the namespaces itself sets it.
 WORKLOAD_SELECTOR=faults.stencil.dev/workload=true
 WORK=""
 PROXY_PID=""
@@ -134,6 +136,14 @@ writes_at_least() {
   ((got >= $2)) || { echo "$1 is $got, want >= $2"; return 1; }
 }
 
+# written_since SINCE_MS KEY N [TAG] succeeds once KEY counts N or more
+# since SINCE_MS (for wait_for).
+written_since() {
+  local got
+  got=$(fig "$2" "$(proxy_summary "$1" "" "${4:-}")")
+  ((got >= $3)) || { echo "$2 is $got since $1, want >= $3"; return 1; }
+}
+
 # make_foreign creates objects stencil must never touch: a Deployment, a
 # Service and a ConfigMap of others in the same namespace, labelled
 # faults.stencil.dev/foreign=true; FOREIGN_RV records the resourceVersions
@@ -180,8 +190,10 @@ start_replica() {
   RHEALTH[$tag]=$(free_port)
   RMETRICS[$tag]=$(free_port)
   RLOG[$tag]="$FAULTS_LOGS/$SCENARIO-$NS-$tag.log"
-  echo "--- $(date -u +%T) stencil run --namespace $NS (replica $tag) $*" >>"${RLOG[$tag]}"
-  "$STENCIL" run --config "$FAULTS_CONFIG" --namespace "$NS" --kubeconfig "$WORK/kubeconfig-$tag" \
+  echo "--- $(date -u +%T) stencil run (replica $tag) $*" >>"${RLOG[$tag]}"
+  local scope=(--namespace "$NS")
+  [ "${FAULTS_SCOPE-unset}" = unset ] || scope=()
+  "$STENCIL" run --config "$FAULTS_CONFIG" "${scope[@]}" --kubeconfig "$WORK/kubeconfig-$tag" \
     --metrics-addr "127.0.0.1:${RMETRICS[$tag]}" --health-addr "127.0.0.1:${RHEALTH[$tag]}" "$@" \
     >>"${RLOG[$tag]}" 2>&1 &
   RPID[$tag]=$!

@@ -6,7 +6,7 @@
 //	faultcheck wait-ready  --namespace NS --count N [--selector S] [--timeout 300s]
 //	faultcheck invariants  --namespace NS --config crds/stencil.yaml [--selector S]
 //	                       [--expect NAME=REASON]... [--foreign-rv Kind/name=RV]...
-//	                       [--proxy URL --since MS --lease NAME]
+//	                       [--proxy URL --since MS] [--write-ns NS]...
 //
 // wait-ready polls until N custom resources (of the configured kinds, matching
 // the selector) are Ready at their generation, with as many ready replicas as
@@ -30,8 +30,8 @@
 //   - every object labelled faults.stencil.dev/foreign=true carries no
 //     stencil field manager, and those given with --foreign-rv still have
 //     that resourceVersion;
-//   - with --proxy, every write stencil made since MS stayed in NS and named
-//     none of the foreign objects.
+//   - with --proxy, every write stencil made since MS stayed in NS (or a
+//     --write-ns) and named none of the foreign objects.
 package main
 
 import (
@@ -82,9 +82,10 @@ func main() {
 	timeout := fs.Duration("timeout", 300*time.Second, "wait-ready: how long to wait")
 	proxy := fs.String("proxy", "", "invariants: countproxy base URL, to check where stencil wrote")
 	since := fs.Int64("since", 0, "invariants: check writes from this Unix millisecond on")
-	var expect, foreignRV multi
+	var expect, foreignRV, writeNS multi
 	fs.Var(&expect, "expect", "NAME=REASON: this resource must be Ready=False with REASON and Stalled (repeatable)")
 	fs.Var(&foreignRV, "foreign-rv", "Kind/name=RV: this foreign object must still have resourceVersion RV (repeatable)")
+	fs.Var(&writeNS, "write-ns", "invariants: another namespace stencil may write in (repeatable)")
 	_ = fs.Parse(args)
 	if *namespace == "" {
 		fmt.Fprintln(os.Stderr, "faultcheck: --namespace is required")
@@ -100,7 +101,7 @@ func main() {
 	case "wait-ready":
 		err = c.waitReady(ctx, *selector, *count, *timeout)
 	case "invariants":
-		err = c.invariants(ctx, *selector, expect, foreignRV, *proxy, *since)
+		err = c.invariants(ctx, *selector, expect, foreignRV, *proxy, *since, writeNS)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
@@ -306,7 +307,7 @@ type childID struct {
 	kind, name string
 }
 
-func (c *checker) invariants(ctx context.Context, selector string, expect, foreignRV []string, proxy string, since int64) error {
+func (c *checker) invariants(ctx context.Context, selector string, expect, foreignRV []string, proxy string, since int64, writeNS []string) error {
 	var problems []string
 	problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	expected := map[string]string{}
@@ -460,7 +461,7 @@ func (c *checker) invariants(ctx context.Context, selector string, expect, forei
 	writes := 0
 	if proxy != "" {
 		var ps []string
-		writes, ps, err = checkWrites(proxy, since, c.ns, foreignNames)
+		writes, ps, err = checkWrites(proxy, since, append([]string{c.ns}, writeNS...), foreignNames)
 		if err != nil {
 			return err
 		}
@@ -554,9 +555,13 @@ func (c *checker) foreign(ctx context.Context, rvs []string) ([]string, map[stri
 }
 
 // checkWrites reads countproxy's write log since the given millisecond: every
-// successful write must be in ns (the Lease lives there too) and name no
-// foreign object.
-func checkWrites(proxy string, since int64, ns string, foreign map[string]bool) (int, []string, error) {
+// successful write must be in one of the namespaces (the Lease lives in the
+// scenario's too) and name no foreign object.
+func checkWrites(proxy string, since int64, namespaces []string, foreign map[string]bool) (int, []string, error) {
+	allowed := map[string]bool{}
+	for _, ns := range namespaces {
+		allowed[ns] = true
+	}
 	resp, err := http.Get(fmt.Sprintf("%s/countproxy/writes?since=%d", strings.TrimSuffix(proxy, "/"), since))
 	if err != nil {
 		return 0, nil, err
@@ -580,8 +585,8 @@ func checkWrites(proxy string, since int64, ns string, foreign map[string]bool) 
 		n++
 		resource := strings.SplitN(f[3], "/", 2)[0]
 		switch {
-		case f[4] != ns:
-			problems = append(problems, fmt.Sprintf("write outside %s: %s", ns, sc.Text()))
+		case !allowed[f[4]]:
+			problems = append(problems, fmt.Sprintf("write outside %s: %s", strings.Join(namespaces, ", "), sc.Text()))
 		case foreign[resource+"/"+f[5]]:
 			problems = append(problems, fmt.Sprintf("write to a foreign object: %s", sc.Text()))
 		}
