@@ -8,13 +8,15 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Scenario names for make smoke, e.g. SMOKE=plane; empty runs them all.
 SMOKE ?=
+# Scenario names for make faults, e.g. FAULTS=etcd-stop; empty runs them all.
+FAULTS ?=
 GOTESTFLAGS ?=
 
 CLUSTER := test/cluster
 WITH_CLUSTER := $(CLUSTER)/with-cluster.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools cluster-up cluster-down run test unit integration smoke rbac-check bench lint fmt clean
+.PHONY: help build tools fault-tools cluster-up cluster-down run test unit integration smoke faults rbac-check bench lint fmt clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET"
@@ -36,8 +38,8 @@ run: cluster-up build ## Install crds/, run the controller with crds/stencil.yam
 	$(CLUSTER)/run.sh
 
 # Runs every phase even when one fails, times each, and fails if any failed.
-test: ## Run unit, integration and smoke tests, then rbac-check
-	@rc=0; for t in unit integration smoke rbac-check; do \
+test: ## Run unit, integration, smoke and fault tests, then rbac-check
+	@rc=0; for t in unit integration smoke faults rbac-check; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$t; then r=passed; else r=FAILED; rc=1; fi; \
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \
@@ -55,6 +57,12 @@ integration: ## Run test/integration against the local plane (started and stoppe
 
 smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
+
+fault-tools: ## Build bin/countproxy and bin/faultcheck, the fault suite's helpers
+	$(GO) build -o bin/ ./test/faults/countproxy ./test/faults/faultcheck
+
+faults: tools build fault-tools ## Run the fault scenarios test/faults/*.sh against the local plane, one at a time (FAULTS=name to pick)
+	$(WITH_CLUSTER) $(CLUSTER)/faults.sh $(FAULTS)
 
 rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml and deploy/role.yaml is needed: remove each, the least-privilege scenario must fail
 	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
