@@ -146,6 +146,9 @@ type Controller struct {
 	// byKind maps a served parent's group and kind to its GVR, for owner references.
 	byKind   map[schema.GroupKind]schema.GroupVersionResource
 	children map[schema.GroupVersionKind]*childKind
+	// waitingKinds are child kinds not (yet) served, or refused for their
+	// scope; they are looked at again on every CRD change.
+	waitingKinds map[schema.GroupVersionKind]bool
 	// runCtx is the workers' context while they run; informers started
 	// later (a CRD installed, a reload) run under it.
 	runCtx context.Context
@@ -179,10 +182,11 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, errors.New("controller: Options.Sets must hold one template set per configured resource")
 	}
 	c := &Controller{
-		opts:      opts,
-		resources: map[schema.GroupVersionResource]*parentKind{},
-		byKind:    map[schema.GroupKind]schema.GroupVersionResource{},
-		children:  map[schema.GroupVersionKind]*childKind{},
+		opts:         opts,
+		resources:    map[schema.GroupVersionResource]*parentKind{},
+		byKind:       map[schema.GroupKind]schema.GroupVersionResource{},
+		children:     map[schema.GroupVersionKind]*childKind{},
+		waitingKinds: map[schema.GroupVersionKind]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),

@@ -209,6 +209,12 @@ func rendered(t *testing.T, parent *unstructured.Unstructured) []*unstructured.U
 			must(t, unstructured.SetNestedField(c.Object, map[string]any{
 				"observedGeneration": int64(1), "replicas": replicas, "updatedReplicas": replicas,
 				"availableReplicas": replicas, "readyReplicas": replicas,
+				// What the Deployment controller sets once a rollout is
+				// complete, which kstatus reads.
+				"conditions": []any{
+					map[string]any{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+					map[string]any{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+				},
 			}, "status"))
 		case "Service":
 			must(t, unstructured.SetNestedField(c.Object, "10.96.0.10", "spec", "clusterIP"))

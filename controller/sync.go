@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,7 @@ const (
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonOwnershipConflict = "OwnershipConflict"
 	ReasonPaused            = "Paused"
+	ReasonChildFailed       = "ChildFailed"
 	reasonCreated           = "Created"
 	reasonUpdated           = "Updated"
 	reasonPruned            = "Pruned"
@@ -145,7 +148,11 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		rendered[ref] = true
 		ck := c.child(ref.gvk)
 		if ck == nil {
-			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("%s: kind %s is not watched", ref, ref.gvk)))
+			// Rendered, so allowed; not served by the API server (its CRD
+			// is not installed) or cluster-scoped. Not retried: stencil
+			// renders every resource again when the kind is served.
+			return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(fmt.Errorf(
+				"%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", ref, ref.gvk)))
 		}
 		hash, err := stampHash(want)
 		if err != nil {
@@ -292,7 +299,12 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 // never deleted.
 func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) error {
 	var errs error
-	for _, ck := range c.childKinds() {
+	kinds := c.childKinds()
+	slices.SortStableFunc(kinds, func(a, b *childKind) int {
+		return cmp.Or(cmp.Compare(pruneRank(a.gvk.GroupKind()), pruneRank(b.gvk.GroupKind())),
+			cmp.Compare(a.gvk.String(), b.gvk.String()))
+	})
+	for _, ck := range kinds {
 		inf := informerFor(ck.informers, parent.GetNamespace())
 		if inf == nil {
 			continue
@@ -328,6 +340,22 @@ func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstruct
 		}
 	}
 	return errs
+}
+
+// pruneRank orders prunes so that nothing is left pointing at what is
+// already gone: first what routes or scales to a workload (Ingress,
+// Service, HPA, PDB, NetworkPolicy), then the workloads, then what they
+// use (ConfigMaps, Secrets, claims, accounts, roles), then anything else.
+func pruneRank(gk schema.GroupKind) int {
+	switch gk.Kind {
+	case "Ingress", "HTTPRoute", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor":
+		return 0
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob":
+		return 1
+	case "ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount", "RoleBinding", "Role":
+		return 2
+	}
+	return 3
 }
 
 // stampHash sets the applied-hash annotation on want to a hash of want

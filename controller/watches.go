@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -214,9 +215,33 @@ func (c *Controller) refresh(ctx context.Context) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for g, pk := range c.resources {
 		c.refreshLocked(ctx, g, pk)
+	}
+	if len(c.waitingKinds) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	// A child kind was not served: a CRD change may have brought it.
+	if r, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok {
+		r.Reset()
+	}
+	before := len(c.waitingKinds)
+	started, err := c.ensureChildrenLocked(ctx)
+	resolved := len(c.waitingKinds) < before
+	c.mu.Unlock()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Starting child informers")
+		return
+	}
+	if resolved {
+		// Resources that failed for want of the kind render again once
+		// its informers have synced.
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), started...) {
+				c.EnqueueAll()
+			}
+		}()
 	}
 }
 
@@ -341,8 +366,26 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 		if !ok {
 			mapping, err := c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
 			if err != nil {
-				return nil, fmt.Errorf("resolving child kind %s: %w", k, err)
+				// Not served (yet): a custom resource of another operator
+				// whose CRD is not installed is waited for, like a
+				// configured resource; CRD events look again.
+				if !c.waitingKinds[k] {
+					klog.FromContext(ctx).Info("Waiting for child kind to be served", "kind", k.String(), "err", err)
+				}
+				c.waitingKinds[k] = true
+				continue
 			}
+			if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+				if !c.waitingKinds[k] {
+					klog.FromContext(ctx).Error(nil, "Child kind is cluster-scoped and is never written: children live in their custom resource's namespace", "kind", k.String())
+				}
+				c.waitingKinds[k] = true
+				continue
+			}
+			if c.waitingKinds[k] {
+				klog.FromContext(ctx).Info("Serving child kind", "kind", k.String(), "resource", mapping.Resource.String())
+			}
+			delete(c.waitingKinds, k)
 			ck = &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
 		} else {
 			cp := *ck

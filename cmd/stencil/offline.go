@@ -32,6 +32,9 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning: "+w)
+	}
 	var nTemplates, nStatus int
 	for _, r := range cfg.Resources {
 		nTemplates += len(r.Templates)
