@@ -323,7 +323,9 @@ func isReady(u *unstructured.Unstructured) bool {
 
 // TestConvergedClusterCostsZeroWrites is the measurement: 50 CRs over
 // both sample CRDs converge, then a forced resync and a restart each make 0
-// mutating requests. Figures are logged for the README.
+// mutating requests. The WebApps render every child kind of the example
+// (Deployment, Service, ConfigMap, PodDisruptionBudget,
+// HorizontalPodAutoscaler). Figures are logged for the README.
 func TestConvergedClusterCostsZeroWrites(t *testing.T) {
 	cfg := restConfig(t)
 	ctx := context.Background()
@@ -338,7 +340,18 @@ func TestConvergedClusterCostsZeroWrites(t *testing.T) {
 
 	const perKind = 25
 	for i := range perKind {
-		w := cr(webapps, "WebApp", ns, fmt.Sprintf("web-%02d", i), map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)})
+		spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)}
+		// Every child kind of the example: a third with a ConfigMap and a
+		// PodDisruptionBudget, a third with an HPA (which owns replicas).
+		switch i % 3 {
+		case 1:
+			spec["config"] = map[string]any{"LOG_LEVEL": "info", "N": fmt.Sprint(i)}
+			spec["minAvailable"] = int64(1)
+		case 2:
+			delete(spec, "replicas")
+			spec["autoscale"] = map[string]any{"maxReplicas": int64(2)}
+		}
+		w := cr(webapps, "WebApp", ns, fmt.Sprintf("web-%02d", i), spec)
 		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -35,6 +35,7 @@ for name in stencil_reconcile_duration_seconds_count workqueue_depth workqueue_a
   grep -q "^$name[{ ]" <<<"$metrics" || fail "/metrics lacks $name"
 done
 writes=$(metric stencil_child_writes_total)
-expect_eq "stencil_child_writes_total after one WebApp" 2 "$writes"
+# Deployment, Service, ConfigMap and PodDisruptionBudget of the sample.
+expect_eq "stencil_child_writes_total after one WebApp" 4 "$writes"
 ((  $(metric stencil_status_patches_total) >= 1 )) || fail "no status patch counted"
 ok "child writes $writes, status patches $(metric stencil_status_patches_total), reconciles $(metric stencil_reconcile_total), REST requests $(metric rest_client_requests_total); workqueue, rest_client, go and process series present"
