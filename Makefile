@@ -14,17 +14,20 @@ CLUSTER := test/cluster
 WITH_CLUSTER := $(CLUSTER)/with-cluster.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools cluster-up cluster-down run test unit integration smoke rbac-check bench lint fmt clean
+.PHONY: help build tools promtool cluster-up cluster-down run test unit integration smoke rbac-check monitoring-check bench lint fmt clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET"
-	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-13s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-17s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## Build bin/stencil
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/stencil ./cmd/stencil
 
-tools: ## Build the pinned control-plane binaries and kwok into bin/ (skipped when up to date)
+tools: ## Build the pinned control-plane binaries, kwok and promtool into bin/ (skipped when up to date)
 	test/tools/install.sh
+
+promtool: ## Build the pinned promtool into bin/ (skipped when up to date; make tools builds it too)
+	test/tools/promtool/install.sh
 
 cluster-up: ## Start the local control plane; admin kubeconfig in .cluster/kubeconfig
 	$(CLUSTER)/up.sh
@@ -36,8 +39,8 @@ run: cluster-up build ## Install crds/, run the controller with crds/stencil.yam
 	$(CLUSTER)/run.sh
 
 # Runs every phase even when one fails, times each, and fails if any failed.
-test: ## Run unit, integration and smoke tests, then rbac-check
-	@rc=0; for t in unit integration smoke rbac-check; do \
+test: ## Run unit, integration and smoke tests, then rbac-check and monitoring-check
+	@rc=0; for t in unit integration smoke rbac-check monitoring-check; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$t; then r=passed; else r=FAILED; rc=1; fi; \
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \
@@ -58,6 +61,10 @@ smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the loca
 
 rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml and deploy/role.yaml is needed: remove each, the least-privilege scenario must fail
 	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
+
+monitoring-check: promtool ## Check and unit-test deploy/monitoring's alert rules with promtool (the endpoints smoke scenario checks a live /metrics)
+	bin/promtool check rules --lint=all --lint-fatal deploy/monitoring/rules.yaml
+	bin/promtool test rules deploy/monitoring/rules_test.yaml
 
 bench: tools ## Run the benchmarks: unit (no cluster), then BenchmarkConverge on the local plane (STENCIL_BENCH_CRS=10000 for full size)
 	$(GO) test -run='^$$' -bench=. -benchmem $(GOTESTFLAGS) ./...
