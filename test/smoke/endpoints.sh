@@ -44,5 +44,7 @@ ok "child writes $writes, status patches $(metric stencil_status_patches_total),
 step "/metrics passes promtool check metrics (names, types, units, help)"
 promtool="$smoke_root/bin/promtool"
 [ -x "$promtool" ] || fail "$promtool is missing; make smoke builds it (make tools, or make promtool)"
-lint=$(scrape_metrics | "$promtool" check metrics 2>&1) || fail "promtool check metrics found problems: $lint"
+# http_get prints the whole HTTP response: promtool gets the body only.
+body() { tr -d '\r' | sed '1,/^$/d'; }
+lint=$(scrape_metrics | body | "$promtool" check metrics 2>&1) || fail "promtool check metrics found problems: $lint"
 ok "promtool check metrics: no problems in $(grep -c '^[a-z]' <<<"$metrics") samples of $(grep -c '^# TYPE' <<<"$metrics") metrics"
