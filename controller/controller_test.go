@@ -162,6 +162,10 @@ func describe(actions []core.Action) []string {
 			}
 		case core.GetAction:
 			s += " " + a.GetName()
+		case core.CreateAction:
+			if m, err := meta.Accessor(a.GetObject()); err == nil {
+				s += " " + m.GetName()
+			}
 		case core.DeleteAction:
 			s += " " + a.GetName()
 		}
@@ -260,7 +264,7 @@ func conditionOf(t *testing.T, a core.Action) map[string]any {
 	return nil
 }
 
-func TestNewResourceCostsOneApplyPerChildAndOneStatusPatch(t *testing.T) {
+func TestNewResourceCostsOneCreatePerChildAndOneStatusPatch(t *testing.T) {
 	f := newFixture(t)
 	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)})
 	f.cache = append(f.cache, p)
@@ -269,20 +273,18 @@ func TestNewResourceCostsOneApplyPerChildAndOneStatusPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No read before a create: the POST fails if the name is taken.
 	expectActions(t, actions,
-		"get deployments demo", "patch deployments demo (apply)",
-		"get services demo", "patch services demo (apply)",
+		"create deployments demo", "create services demo",
 		"patch webapps/status demo")
-	apply := actions[1].(core.PatchAction)
-	var dep unstructured.Unstructured
-	must(t, json.Unmarshal(apply.GetPatch(), &dep.Object))
-	if ref := metav1.GetControllerOf(&dep); ref == nil || ref.UID != "uid-demo" || ref.Kind != "WebApp" {
+	dep := actions[0].(core.CreateAction).GetObject().(*unstructured.Unstructured)
+	if ref := metav1.GetControllerOf(dep); ref == nil || ref.UID != "uid-demo" || ref.Kind != "WebApp" {
 		t.Errorf("applied Deployment has controller ref %+v, want WebApp uid-demo", ref)
 	}
 	if got := dep.GetLabels()[templates.LabelOwnerUID]; got != "uid-demo" {
 		t.Errorf("owner-uid label = %q", got)
 	}
-	if c := conditionOf(t, actions[4]); c["status"] != "False" || c["reason"] != ReasonProgressing {
+	if c := conditionOf(t, actions[2]); c["status"] != "False" || c["reason"] != ReasonProgressing {
 		t.Errorf("Ready condition = %v, want False/Progressing", c)
 	}
 }
@@ -370,8 +372,9 @@ func TestForeignObjectOfTheSameNameIsNotTouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectActions(t, actions, "get services demo", "patch webapps/status demo")
-	c := conditionOf(t, actions[1])
+	// The create fails on the existing name; only then is it read.
+	expectActions(t, actions, "create services demo", "get services demo", "patch webapps/status demo")
+	c := conditionOf(t, actions[2])
 	if c["reason"] != ReasonOwnershipConflict || !strings.Contains(fmt.Sprint(c["message"]), "Service/demo") {
 		t.Errorf("Ready condition = %v, want OwnershipConflict naming Service/demo", c)
 	}
@@ -429,7 +432,7 @@ func TestRenderErrorAlreadyReportedCostsNothing(t *testing.T) {
 	expectNoEvent(t, f2.recorder)
 }
 
-func TestConflictAlreadyReportedCostsOneGetAndNoEvent(t *testing.T) {
+func TestConflictAlreadyReportedCostsACreateAttemptAndNoEvent(t *testing.T) {
 	foreign := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": "demo", "namespace": "ns", "uid": "foreign"},
@@ -439,11 +442,11 @@ func TestConflictAlreadyReportedCostsOneGetAndNoEvent(t *testing.T) {
 	f.cache = append(f.cache, p, children[0])
 	f.api = append(f.api, foreign)
 	actions, _ := f.run("demo")
-	expectActions(t, actions, "get services demo", "patch webapps/status demo")
+	expectActions(t, actions, "create services demo", "get services demo", "patch webapps/status demo")
 	// The recheck 30s later sees the status it wrote: it looks the name up
 	// again, and neither patches status nor repeats the Warning event.
 	var body unstructured.Unstructured
-	must(t, body.UnmarshalJSON(withKind(actions[1].(core.PatchAction).GetPatch())))
+	must(t, body.UnmarshalJSON(withKind(actions[2].(core.PatchAction).GetPatch())))
 	p = p.DeepCopy()
 	mergeInto(p.Object, map[string]any{"status": body.Object["status"]})
 	f2 := newFixture(t)
@@ -453,7 +456,7 @@ func TestConflictAlreadyReportedCostsOneGetAndNoEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectActions(t, actions, "get services demo")
+	expectActions(t, actions, "create services demo", "get services demo")
 	expectNoEvent(t, f2.recorder)
 }
 

@@ -62,9 +62,12 @@ func (f *fixture) syncDemo(applyErr error) ([]core.Action, error) {
 	_, ctx := ktesting.NewTestContext(f.t)
 	f.newController(ctx)
 	if applyErr != nil {
-		f.client.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-			return true, nil, applyErr
-		})
+		// A new child is created (POST); an existing one is applied.
+		for _, verb := range []string{"create", "patch"} {
+			f.client.PrependReactor(verb, "deployments", func(core.Action) (bool, runtime.Object, error) {
+				return true, nil, applyErr
+			})
+		}
 	}
 	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
 	var actions []core.Action
@@ -129,11 +132,7 @@ func TestConditionsInEachState(t *testing.T) {
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "demo",
 		field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), -1, "must be greater than or equal to 0")})
 	timeout := apierrors.NewServerTimeout(deploymentGVR.GroupResource(), "patch", 1)
-	creates := []string{
-		"get deployments demo", "patch deployments demo (apply)",
-		"get services demo", "patch services demo (apply)",
-		"patch webapps/status demo",
-	}
+	creates := []string{"create deployments demo", "create services demo", "patch webapps/status demo"}
 	paused := func(p *unstructured.Unstructured) *unstructured.Unstructured {
 		p.SetAnnotations(map[string]string{AnnotationPaused: "true"})
 		return p
@@ -198,7 +197,7 @@ func TestConditionsInEachState(t *testing.T) {
 				p, children := converged(t, webapp("demo", demoSpec()))
 				return []*unstructured.Unstructured{p, children[0]}, []*unstructured.Unstructured{foreign}
 			},
-			actions: []string{"get services demo", "patch webapps/status demo"}, err: "none",
+			actions: []string{"create services demo", "get services demo", "patch webapps/status demo"}, err: "none",
 			ready: "False/OwnershipConflict", progress: "Stalled/OwnershipConflict",
 		},
 		{

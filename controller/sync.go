@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/gvr"
@@ -142,6 +145,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 	rendered := map[childRef]bool{}
 	var conflicts []string
 	var applyErr error
+	var changes childChanges
 
 	for i, want := range desired {
 		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
@@ -158,12 +162,36 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		if err != nil {
 			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
 		}
-		live, err := c.liveChild(ctx, ck, want)
+		live, err := c.liveChild(ck, want)
 		if err != nil {
 			applyErr = errors.Join(applyErr, err)
 			continue
 		}
-		if live != nil {
+		if live == nil {
+			created, existing, err := c.create(ctx, ck, want)
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+				return nil
+			}
+			if err != nil {
+				err = fmt.Errorf("creating %s/%s: %w", want.GetKind(), want.GetName(), err)
+				if isRejected(err) {
+					err = terminal(err)
+				}
+				applyErr = errors.Join(applyErr, err)
+				continue
+			}
+			if created != nil {
+				c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbCreate).Inc()
+				changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
+				logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
+				out.live[i] = created
+				continue
+			}
+			// It existed: decide on it as on a cached one.
+			live = existing
+		}
+		{
 			if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
 				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
 					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
@@ -196,6 +224,10 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
 				"drift", d.kind.String(), "field", d.path, "manager", d.manager)
 		}
+		if err := c.upgradeOwnership(ctx, ck, live); err != nil {
+			applyErr = errors.Join(applyErr, err)
+			continue
+		}
 		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -212,24 +244,23 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			applyErr = errors.Join(applyErr, err)
 			continue
 		}
-		verb, reason := verbUpdate, reasonUpdated
-		if live == nil {
-			verb, reason = verbCreate, reasonCreated
-		}
-		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verb).Inc()
+		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbUpdate).Inc()
 		out.live[i] = applied
-		if live != nil && applied.GetResourceVersion() == live.GetResourceVersion() {
+		if applied.GetResourceVersion() == live.GetResourceVersion() {
 			// The server found nothing to change: no event for a no-op.
 			logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
 			continue
 		}
-		c.recorder.Eventf(parent, corev1.EventTypeNormal, reason, "%s %s/%s", reason, want.GetKind(), want.GetName())
-		logger.V(2).Info("Applied child", "verb", verb, "kind", want.GetKind(), "child", klog.KObj(want))
+		changes.updated = append(changes.updated, want.GetKind()+"/"+want.GetName())
+		logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	}
 
-	if err := c.prune(ctx, pk, parent, rendered); err != nil {
+	pruned, err := c.prune(ctx, pk, parent, rendered)
+	if err != nil {
 		applyErr = errors.Join(applyErr, err)
 	}
+	changes.pruned = pruned
+	changes.record(c.recorder, parent)
 
 	switch {
 	case applyErr != nil:
@@ -273,32 +304,67 @@ func isAllTerminal(err error) bool {
 	return IsTerminal(err)
 }
 
-// liveChild returns the child as it exists, or nil. Children carry stencil's
-// label, so the filtered cache holds them; on a cache miss a GET tells
-// whether a foreign object of that name exists, which must not be adopted.
-func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// liveChild returns the child as the label-filtered cache holds it, or nil.
+// No GET on a miss: a new child is created with a POST that fails if a
+// same-named object exists (see create), which answers "is there a foreign
+// object of this name?" atomically and for free.
+func (c *Controller) liveChild(ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := getCached(ck.informers, ck.gvr.GroupResource(), want.GetNamespace(), want.GetName())
-	if err == nil {
-		return live, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	live, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
+	return live, err
+}
+
+// create writes a new child with a POST under field manager stencil. A
+// create cannot overwrite: if a same-named object exists (a foreign one, or
+// stencil's own that the cache has not seen yet) it fails with
+// AlreadyExists, and only then is the object read, to tell which. This
+// closes the window a GET-then-apply leaves open, in which a foreign object
+// created between the two would be taken over by a forced apply. The POST
+// records stencil's fields under an Update entry; upgradeOwnership turns it
+// into an Apply entry before stencil's next apply.
+func (c *Controller) create(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (created, existing *unstructured.Unstructured, err error) {
+	client := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace())
+	created, err = client.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+	if !apierrors.IsAlreadyExists(err) {
+		return created, nil, err
 	}
-	return live, nil
+	existing, err = client.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Deleted since: the next sync creates it.
+		return nil, nil, fmt.Errorf("creating %s/%s: deleted while being created, retrying", want.GetKind(), want.GetName())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
+	}
+	return nil, existing, nil
+}
+
+// upgradeOwnership turns the Update entry that stencil's create left on
+// live into its Apply entry (client-go's csaupgrade), so that a field a
+// later template stops rendering is removed by the apply instead of staying
+// owned by the old entry. It costs one request, once in a child's life, and
+// only when the child needs an apply.
+func (c *Controller) upgradeOwnership(ctx context.Context, ck *childKind, live *unstructured.Unstructured) error {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	_, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(live.GetNamespace()).
+		Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("moving stencil's fields of %s/%s to its apply entry: %w", live.GetKind(), live.GetName(), err)
+	}
+	return nil
 }
 
 // prune deletes this parent's children that the templates no longer render.
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
-func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) error {
+func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
 	var errs error
+	var pruned []string
 	kinds := c.childKinds()
 	slices.SortStableFunc(kinds, func(a, b *childKind) int {
 		return cmp.Or(cmp.Compare(pruneRank(a.gvk.GroupKind()), pruneRank(b.gvk.GroupKind())),
@@ -335,11 +401,43 @@ func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstruct
 				continue
 			}
 			c.opts.Metrics.childWrites.WithLabelValues(pk.label, ck.gvk.Kind, verbDelete).Inc()
-			c.recorder.Eventf(parent, corev1.EventTypeNormal, reasonPruned, "Pruned %s/%s", ck.gvk.Kind, child.GetName())
+			pruned = append(pruned, ck.gvk.Kind+"/"+child.GetName())
 			klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.gvk.Kind, "child", klog.KObj(child))
 		}
 	}
-	return errs
+	return pruned, errs
+}
+
+// childChanges are the writes of one sync, recorded as one event.
+type childChanges struct {
+	created, updated, pruned []string
+}
+
+// record records one Normal event naming every child the sync created,
+// updated or pruned, and none for a sync that changed nothing: an event is
+// a request too, and one per child is noise.
+func (ch childChanges) record(recorder record.EventRecorder, parent *unstructured.Unstructured) {
+	var parts []string
+	reasons := map[string]bool{}
+	for _, p := range []struct {
+		reason string
+		names  []string
+	}{{reasonCreated, ch.created}, {reasonUpdated, ch.updated}, {reasonPruned, ch.pruned}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.reason+" "+strings.Join(p.names, ", "))
+			reasons[p.reason] = true
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	reason := reasonUpdated
+	if len(reasons) == 1 {
+		for r := range reasons {
+			reason = r
+		}
+	}
+	recorder.Event(parent, corev1.EventTypeNormal, reason, strings.Join(parts, "; "))
 }
 
 // pruneRank orders prunes so that nothing is left pointing at what is

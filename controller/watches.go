@@ -8,8 +8,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -99,6 +99,9 @@ func (c *Controller) makeParentInformers(ctx context.Context, pk *parentKind) er
 	for _, ns := range namespaces {
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, g, ns, 0, cache.Indexers{},
 			func(lo *metav1.ListOptions) { lo.LabelSelector = selector }).Informer()
+		if err := inf.SetTransform(stripParent); err != nil {
+			return fmt.Errorf("informer for %s: %w", g, err)
+		}
 		if _, err := inf.AddEventHandler(c.parentHandler(ctx, g)); err != nil {
 			return fmt.Errorf("adding event handler for %s: %w", g, err)
 		}
@@ -408,6 +411,9 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 			inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, ck.gvr, ns, 0,
 				cache.Indexers{ownerUIDIndex: indexByOwnerUID},
 				func(lo *metav1.ListOptions) { lo.LabelSelector = managed }).Informer()
+			if err := inf.SetTransform(stripChild); err != nil {
+				return nil, fmt.Errorf("informer for %s: %w", ck.gvr, err)
+			}
 			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
 				return nil, fmt.Errorf("adding event handler for %s: %w", ck.gvr, err)
 			}
