@@ -98,6 +98,11 @@ type Options struct {
 	// at again (default 30s). The foreign object carries no stencil label, so
 	// no watch reports its deletion; the recheck costs one GET, no write.
 	ConflictRecheck time.Duration
+	// FirstStatusDelay is how long a resource whose children were just
+	// created waits for them before its first status says Progressing
+	// (default 5s; negative writes it at once). Usually the children are
+	// ready first, and the resource gets one status patch, not two.
+	FirstStatusDelay time.Duration
 	// LeaderElection, when enabled, runs the workers only while holding the Lease.
 	LeaderElection LeaderElection
 	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
@@ -126,6 +131,9 @@ func (o *Options) defaults() {
 	}
 	if o.FightInterval <= 0 {
 		o.FightInterval = 10 * time.Second
+	}
+	if o.FirstStatusDelay == 0 {
+		o.FirstStatusDelay = 5 * time.Second
 	}
 	if o.ConflictRecheck <= 0 {
 		o.ConflictRecheck = 30 * time.Second

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,6 +43,8 @@ type fixture struct {
 	c        *Controller
 	// cache holds objects for the informers; api holds objects for the fake client.
 	cache, api []*unstructured.Unstructured
+	// firstStatusDelay overrides Options.FirstStatusDelay (default 1ms).
+	firstStatusDelay time.Duration
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -96,7 +99,7 @@ func (f *fixture) newController(ctx context.Context) {
 	})
 	f.recorder = record.NewFakeRecorder(100)
 	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: f.client, Mapper: mapper, Recorder: f.recorder,
-		ConflictRecheck: time.Millisecond})
+		ConflictRecheck: time.Millisecond, FirstStatusDelay: cmp.Or(f.firstStatusDelay, time.Millisecond)})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -264,7 +267,7 @@ func conditionOf(t *testing.T, a core.Action) map[string]any {
 	return nil
 }
 
-func TestNewResourceCostsOneCreatePerChildAndOneStatusPatch(t *testing.T) {
+func TestNewResourceCostsOneCreatePerChildAndNoStatusYet(t *testing.T) {
 	f := newFixture(t)
 	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)})
 	f.cache = append(f.cache, p)
@@ -273,19 +276,24 @@ func TestNewResourceCostsOneCreatePerChildAndOneStatusPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No read before a create: the POST fails if the name is taken.
-	expectActions(t, actions,
-		"create deployments demo", "create services demo",
-		"patch webapps/status demo")
+	// No read before a create: the POST fails if the name is taken. No
+	// status yet: the children cannot be ready, and their events (or the
+	// FirstStatusDelay requeue, 1ms here) bring the resource back.
+	expectActions(t, actions, "create deployments demo", "create services demo")
 	dep := actions[0].(core.CreateAction).GetObject().(*unstructured.Unstructured)
 	if ref := metav1.GetControllerOf(dep); ref == nil || ref.UID != "uid-demo" || ref.Kind != "WebApp" {
-		t.Errorf("applied Deployment has controller ref %+v, want WebApp uid-demo", ref)
+		t.Errorf("created Deployment has controller ref %+v, want WebApp uid-demo", ref)
 	}
 	if got := dep.GetLabels()[templates.LabelOwnerUID]; got != "uid-demo" {
 		t.Errorf("owner-uid label = %q", got)
 	}
-	if c := conditionOf(t, actions[2]); c["status"] != "False" || c["reason"] != ReasonProgressing {
-		t.Errorf("Ready condition = %v, want False/Progressing", c)
+	expectEvent(t, f.recorder, "Normal Created Created Deployment/demo, Service/demo")
+	deadline := time.Now().Add(5 * time.Second)
+	for f.c.queue.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the new resource was not queued again for its first status")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -60,6 +60,8 @@ var (
 func (f *fixture) syncDemo(applyErr error) ([]core.Action, error) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
+	// The first status is written at once: these tests read its conditions.
+	f.firstStatusDelay = -1
 	f.newController(ctx)
 	if applyErr != nil {
 		// A new child is created (POST); an existing one is applied.

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -288,7 +289,23 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		// Look again when the episode would end, to clear the condition.
 		c.queue.AddAfter(key, time.Until(ends)+time.Second)
 	}
-	return c.patchStatus(ctx, pk, parent, c.desiredStatus(parent, out))
+	status := c.desiredStatus(parent, out)
+	if len(changes.created) > 0 && out.failReason == "" && !readyIn(status) && c.opts.FirstStatusDelay > 0 {
+		// Children were just created, so they cannot be ready yet. Their
+		// events bring the resource back, usually ready, and that sync
+		// writes the first status; if they are slower, the requeue writes
+		// Progressing. One status patch per new resource instead of two;
+		// until then kstatus sees the CRD's status default
+		// (observedGeneration 0 < generation) and says InProgress.
+		c.queue.AddAfter(key, c.opts.FirstStatusDelay)
+		return nil
+	}
+	return c.patchStatus(ctx, pk, parent, status)
+}
+
+// readyIn reports whether a computed status has Ready=True.
+func readyIn(status map[string]any) bool {
+	return meta.IsStatusConditionTrue(conditionsOf(status), ConditionReady)
 }
 
 // isAllTerminal reports whether every error joined in err is terminal.
