@@ -16,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -64,6 +65,10 @@ type Options struct {
 	Sets []*templates.Set
 	// Dynamic reads and writes custom resources and children.
 	Dynamic dynamic.Interface
+	// Metadata, when set, caches the names of every object of the child
+	// kinds, so that creating a child needs no read (see liveChild); nil
+	// reads the object on a cache miss instead.
+	Metadata metadata.Interface
 	// Kube records events and holds the leader-election Lease. It may be nil
 	// when Recorder is set and leader election is off (unit tests).
 	Kube kubernetes.Interface
@@ -432,6 +437,9 @@ func (c *Controller) hasSynced() []cache.InformerSynced {
 		for _, inf := range ck.informers {
 			out = append(out, inf.HasSynced)
 		}
+		for _, inf := range ck.names {
+			out = append(out, inf.HasSynced)
+		}
 	}
 	return out
 }
@@ -477,6 +485,9 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	go c.crds.RunWithContext(runCtx)
 	for _, ck := range c.children {
 		for _, inf := range ck.informers {
+			go inf.RunWithContext(runCtx)
+		}
+		for _, inf := range ck.names {
 			go inf.RunWithContext(runCtx)
 		}
 	}

@@ -110,13 +110,8 @@ func ownerOf(entries []metav1.ManagedFieldsEntry, where string, path []string) d
 	return drift{kind: takenOver, path: where, manager: strings.Join(managers, ", ")}
 }
 
-// isStencilApply reports whether e holds the fields stencil set on a child:
-// its Apply entry, or the Update entry its create left (see
-// Controller.create), which counts the same until upgradeOwnership merges
-// it into the Apply entry.
 func isStencilApply(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == FieldManager && e.Subresource == "" &&
-		(e.Operation == metav1.ManagedFieldsOperationApply || e.Operation == metav1.ManagedFieldsOperationUpdate)
+	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
 }
 
 // fieldSetOf decodes the FieldsV1 of the entries that keep selects, merged.

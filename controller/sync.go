@@ -19,9 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/gvr"
@@ -163,72 +161,67 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		if err != nil {
 			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
 		}
-		live, err := c.liveChild(ck, want)
+		live, err := c.liveChild(ctx, ck, want)
 		if err != nil {
 			applyErr = errors.Join(applyErr, err)
 			continue
 		}
 		if live == nil {
-			created, existing, err := c.create(ctx, ck, want)
+			created, conflict, err := c.createByApply(ctx, ck, want)
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
 				return nil
 			}
+			if conflict {
+				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
+					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
+				continue
+			}
 			if err != nil {
-				err = fmt.Errorf("creating %s/%s: %w", want.GetKind(), want.GetName(), err)
+				err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
 				if isRejected(err) {
 					err = terminal(err)
 				}
 				applyErr = errors.Join(applyErr, err)
 				continue
 			}
-			if created != nil {
-				c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbCreate).Inc()
-				changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
-				logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
-				out.live[i] = created
-				continue
-			}
-			// It existed: decide on it as on a cached one.
-			live = existing
-		}
-		{
-			if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
-				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
-					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
-				continue
-			}
-			d := detectDrift(live, want, hash)
-			if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
-				// No manager holds a field of the render, yet applying it
-				// would change nothing: the server dropped or normalised it.
-				d.kind = inSync
-			}
-			if d.kind == inSync {
-				out.live[i] = live
-				continue
-			}
-			if d.kind != templateChanged && !c.guard.allow(key) {
-				// Same template output, yet a field stencil sets was taken
-				// or removed again: something keeps reverting it.
-				msg := fightMessage(want, d)
-				if c.guard.deny(key, msg) && !isThrottled(parent) {
-					// Once per episode; while it lasts, the Throttled
-					// condition reports each denied correction.
-					c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
-						"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
-				}
-				out.live[i] = live
-				c.queue.AddAfter(key, c.opts.FightInterval)
-				continue
-			}
-			logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
-				"drift", d.kind.String(), "field", d.path, "manager", d.manager)
-		}
-		if err := c.upgradeOwnership(ctx, ck, live); err != nil {
-			applyErr = errors.Join(applyErr, err)
+			c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbCreate).Inc()
+			changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
+			logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
+			out.live[i] = created
 			continue
 		}
+		if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
+			conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
+				want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
+			continue
+		}
+		d := detectDrift(live, want, hash)
+		if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
+			// No manager holds a field of the render, yet applying it
+			// would change nothing: the server dropped or normalised it.
+			d.kind = inSync
+		}
+		if d.kind == inSync {
+			out.live[i] = live
+			continue
+		}
+		if d.kind != templateChanged && !c.guard.allow(key) {
+			// Same template output, yet a field stencil sets was taken or
+			// removed again: something keeps reverting it.
+			msg := fightMessage(want, d)
+			if c.guard.deny(key, msg) && !isThrottled(parent) {
+				// Once per episode; while it lasts, the Throttled
+				// condition reports each denied correction.
+				c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
+					"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
+			}
+			out.live[i] = live
+			c.queue.AddAfter(key, c.opts.FightInterval)
+			continue
+		}
+		logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
+			"drift", d.kind.String(), "field", d.path, "manager", d.manager)
 		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -321,59 +314,54 @@ func isAllTerminal(err error) bool {
 	return IsTerminal(err)
 }
 
-// liveChild returns the child as the label-filtered cache holds it, or nil.
-// No GET on a miss: a new child is created with a POST that fails if a
-// same-named object exists (see create), which answers "is there a foreign
-// object of this name?" atomically and for free.
-func (c *Controller) liveChild(ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// liveChild returns the child as it exists, or nil when no object of its
+// name exists. Children carry stencil's label, so the filtered cache holds
+// them. On a miss, the metadata-only cache of every object of the kind
+// (names, UIDs and owners; see watches.go) tells, without a request,
+// whether a foreign object of that name exists; only then is it read, to be
+// reported. Without a metadata cache (Options.Metadata nil) a GET tells.
+func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := getCached(ck.informers, ck.gvr.GroupResource(), want.GetNamespace(), want.GetName())
+	if err == nil {
+		return live, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if ck.names != nil && !nameTaken(ck.names, want.GetNamespace(), want.GetName()) {
+		return nil, nil
+	}
+	live, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	return live, err
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
+	}
+	return live, nil
 }
 
-// create writes a new child with a POST under field manager stencil. A
-// create cannot overwrite: if a same-named object exists (a foreign one, or
-// stencil's own that the cache has not seen yet) it fails with
-// AlreadyExists, and only then is the object read, to tell which. This
-// closes the window a GET-then-apply leaves open, in which a foreign object
-// created between the two would be taken over by a forced apply. The POST
-// records stencil's fields under an Update entry; upgradeOwnership turns it
-// into an Apply entry before stencil's next apply.
-func (c *Controller) create(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (created, existing *unstructured.Unstructured, err error) {
-	client := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace())
-	created, err = client.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
-	if !apierrors.IsAlreadyExists(err) {
-		return created, nil, err
+// createByApply creates a child no object of its name is known to hold,
+// with a server-side apply that is not forced. Should a foreign object of
+// that name have appeared since the caches last saw none, the apply fails
+// with a conflict on any field stencil sets that the other writer holds
+// with another value, atomically, instead of overwriting it as a forced
+// apply would; stencil reports OwnershipConflict. (An object that already
+// has a controller cannot get a second one either: the API server refuses
+// two controller references.)
+func (c *Controller) createByApply(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	created, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
+		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) {
+		return nil, true, nil
 	}
-	existing, err = client.Get(ctx, want.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		// Deleted since: the next sync creates it.
-		return nil, nil, fmt.Errorf("creating %s/%s: deleted while being created, retrying", want.GetKind(), want.GetName())
+	if err == nil && len(created.GetManagedFields()) > 1 {
+		// It existed, held by others in fields stencil does not set, and is
+		// now co-written: log it loudly; the next sync reports the conflict
+		// if it has another controller.
+		klog.FromContext(ctx).Error(nil, "Created child shares its fields with other writers: it existed before", "kind", want.GetKind(), "child", klog.KObj(want))
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
-	}
-	return nil, existing, nil
-}
-
-// upgradeOwnership turns the Update entry that stencil's create left on
-// live into its Apply entry (client-go's csaupgrade), so that a field a
-// later template stops rendering is removed by the apply instead of staying
-// owned by the old entry. It costs one request, once in a child's life, and
-// only when the child needs an apply.
-func (c *Controller) upgradeOwnership(ctx context.Context, ck *childKind, live *unstructured.Unstructured) error {
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
-	if err != nil || patch == nil {
-		return err
-	}
-	_, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(live.GetNamespace()).
-		Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	if err != nil {
-		return fmt.Errorf("moving stencil's fields of %s/%s to its apply entry: %w", live.GetKind(), live.GetName(), err)
-	}
-	return nil
+	return created, false, err
 }
 
 // prune deletes this parent's children that the templates no longer render.

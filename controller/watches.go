@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -56,9 +58,37 @@ type parentKind struct {
 
 // childKind is one allowed child kind and its informers.
 type childKind struct {
-	gvk       schema.GroupVersionKind
-	gvr       schema.GroupVersionResource
+	gvk schema.GroupVersionKind
+	gvr schema.GroupVersionResource
+	// informers cache stencil's children (label-filtered), by namespace.
 	informers map[string]cache.SharedIndexInformer
+	// names cache the name and UID of every object of the kind, by
+	// namespace (metadata only, stripped): whether a name is taken by a
+	// foreign object is known without a request. Nil without
+	// Options.Metadata.
+	names map[string]cache.SharedIndexInformer
+}
+
+// nameTaken reports whether the names cache holds an object ns/name.
+func nameTaken(names map[string]cache.SharedIndexInformer, ns, name string) bool {
+	inf := informerFor(names, ns)
+	if inf == nil {
+		return true // unknown: the caller reads the object
+	}
+	_, exists, err := inf.GetIndexer().GetByKey(ns + "/" + name)
+	return exists || err != nil
+}
+
+// stripNames keeps what nameTaken needs of an object's metadata: the
+// garbage collector's approach, at a few hundred bytes per object, so that
+// caching every object of a child kind costs little on a shared cluster.
+func stripNames(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
 }
 
 // builtinGroup reports whether a group belongs to Kubernetes itself (served
@@ -392,10 +422,8 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 			ck = &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
 		} else {
 			cp := *ck
-			cp.informers = make(map[string]cache.SharedIndexInformer, len(ck.informers))
-			for ns, inf := range ck.informers {
-				cp.informers[ns] = inf
-			}
+			cp.informers = maps.Clone(ck.informers)
+			cp.names = maps.Clone(ck.names)
 			ck = &cp
 		}
 		for ns := range namespaces {
@@ -422,6 +450,22 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 			if c.runCtx != nil {
 				go inf.RunWithContext(c.runCtx)
 				started = append(started, inf.HasSynced)
+			}
+			if c.opts.Metadata == nil {
+				continue
+			}
+			if ck.names == nil {
+				ck.names = map[string]cache.SharedIndexInformer{}
+			}
+			names := metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, ck.gvr, ns, 0, cache.Indexers{}, nil).Informer()
+			if err := names.SetTransform(stripNames); err != nil {
+				return nil, fmt.Errorf("names informer for %s: %w", ck.gvr, err)
+			}
+			c.watchErrors(ctx, names, func() bool { return true })
+			ck.names[ns] = names
+			if c.runCtx != nil {
+				go names.RunWithContext(c.runCtx)
+				started = append(started, names.HasSynced)
 			}
 		}
 		c.children[k] = ck
