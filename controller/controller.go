@@ -172,6 +172,13 @@ type Controller struct {
 	broadcaster record.EventBroadcaster
 	guard       *fightGuard
 	dryRuns     dryRunMemo
+	// recentlyCreated holds the children stencil created that the caches
+	// have not shown yet (by UID, and by kind/namespace/name in
+	// createdNames): the expectations of Kubernetes' own controllers. A sync
+	// that runs before the cache catches up (woken by a sibling child's
+	// event) finds them here instead of creating them again.
+	recentlyCreated sync.Map // types.UID -> createdKey
+	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
 	statusMemo  statusMemo
 	health      *health
 }
@@ -342,6 +349,10 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 		if err != nil {
 			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in child informer")
 			return
+		}
+		// The cache has caught up with stencil's own create.
+		if ckey, ok := c.recentlyCreated.LoadAndDelete(m.GetUID()); ok {
+			c.createdNames.Delete(ckey)
 		}
 		if key, ok := c.resolveControllerRef(m.GetNamespace(), metav1.GetControllerOf(m)); ok {
 			c.queue.Add(key)

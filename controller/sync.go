@@ -186,6 +186,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 				continue
 			}
 			c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbCreate).Inc()
+			ckey := createdKey{gvr: ck.gvr, namespace: want.GetNamespace(), name: want.GetName()}
+			c.recentlyCreated.Store(created.GetUID(), ckey)
+			c.createdNames.Store(ckey, created)
 			changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
 			logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
 			out.live[i] = created
@@ -328,6 +331,14 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
+	ckey := createdKey{gvr: ck.gvr, namespace: want.GetNamespace(), name: want.GetName()}
+	if v, ok := c.createdNames.Load(ckey); ok {
+		created := v.(*unstructured.Unstructured)
+		if _, pending := c.recentlyCreated.Load(created.GetUID()); pending {
+			return created, nil
+		}
+		c.createdNames.Delete(ckey)
+	}
 	if ck.names != nil && !nameTaken(ck.names, want.GetNamespace(), want.GetName()) {
 		return nil, nil
 	}
@@ -339,6 +350,12 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 		return nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
 	}
 	return live, nil
+}
+
+// createdKey names a child stencil created, for recentlyCreated.
+type createdKey struct {
+	gvr             schema.GroupVersionResource
+	namespace, name string
 }
 
 // createByApply creates a child no object of its name is known to hold,
