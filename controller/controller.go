@@ -179,8 +179,8 @@ type Controller struct {
 	// event) finds them here instead of creating them again.
 	recentlyCreated sync.Map // types.UID -> createdKey
 	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
-	statusMemo  statusMemo
-	health      *health
+	statusMemo      statusMemo
+	health          *health
 }
 
 // LeaderElection configures the Lease that several replicas compete for.
