@@ -181,6 +181,11 @@ type Controller struct {
 	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
 	statusMemo      statusMemo
 	health          *health
+	// fence, under leader election, says whether this replica may still
+	// write (see leaseFence); nil without leader election.
+	fence func() error
+	// events wraps the event sink: fenced, and flushed before shutdown.
+	events *eventSink
 }
 
 // LeaderElection configures the Lease that several replicas compete for.
@@ -219,8 +224,13 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		if opts.Kube == nil {
 			return nil, errors.New("controller: Options.Kube or Options.Recorder is required")
 		}
-		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")})
+		// Not tied to ctx: a cancelled context shuts the broadcaster down at
+		// once, and SIGTERM cancels ctx before the workers drain, so the
+		// events of the drained reconciles were dropped ("broadcaster already
+		// stopped"). Run shuts it down after the drain, once flushed.
+		c.broadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+		c.events = &eventSink{EventSink: &typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")}, fence: c.mayWrite}
+		c.broadcaster.StartRecordingToSink(c.events)
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: FieldManager})
 	}
 
@@ -471,6 +481,9 @@ func (c *Controller) synced() bool {
 func (c *Controller) Run(ctx context.Context) error {
 	if c.broadcaster != nil {
 		defer c.broadcaster.Shutdown()
+		// Runs first: the events of the last reconciles are written before
+		// the broadcaster stops.
+		defer c.events.flush(klog.FromContext(ctx), 5*time.Second)
 	}
 	stopServers, err := c.serve(ctx)
 	if err != nil {
@@ -601,6 +614,12 @@ func (c *Controller) handleErr(ctx context.Context, key Key, label string, err e
 	case err == nil:
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultSuccess).Inc()
 		c.queue.Forget(key)
+	case errors.Is(err, errNotLeader):
+		// The elector is about to report the Lease lost (the workers then
+		// stop at once); should the renewal still succeed, the key comes back.
+		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
+		logger.V(2).Info("Reconcile stopped before a write", "err", err)
+		c.queue.AddRateLimited(key)
 	case IsTerminal(err):
 		// Already written to status; retrying cannot help until the object changes.
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultTerminal).Inc()

@@ -33,12 +33,8 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 		// whose old Lease has not expired) from taking each other for the leader.
 		id = host + "_" + string(uuid.NewUUID())
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     c.opts.Kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
 	logger := klog.FromContext(ctx)
+	const leaseDuration, renewDeadline = 15 * time.Second, 10 * time.Second
 	c.health.standby.Store(true)
 	var runErr error
 	lost := false
@@ -49,6 +45,23 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 	// not wait for it: done does.
 	leCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	// Every write first asks the lock whether the Lease is surely still
+	// held (see fencedLock); the first refusal ends the leadership at once,
+	// as a lost Lease does, rather than after the elector's renew deadline.
+	lock := &fencedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+			Client:     c.opts.Kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		},
+		renewDeadline: renewDeadline,
+		onTrip: func() {
+			logger.Info("The Lease was not renewed in time: stopping before the next write", "renewDeadline", renewDeadline)
+			cancel()
+		},
+	}
+	// Set before the workers start, read by them and by the event sink.
+	c.fence = lock.allow
 	done := make(chan struct{})
 	var started atomic.Bool
 	stopStandby := context.AfterFunc(ctx, func() {
@@ -59,8 +72,8 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 	defer stopStandby()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
+		LeaseDuration:   leaseDuration,
+		RenewDeadline:   renewDeadline,
 		RetryPeriod:     2 * time.Second,
 		ReleaseOnCancel: true,
 		Name:            le.Name,
@@ -77,6 +90,11 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 				unhook := context.AfterFunc(ctx, stop)
 				defer unhook()
 				runErr = c.runWorkers(workCtx, func() bool { return ctx.Err() == nil })
+				if ctx.Err() != nil {
+					// Drained on SIGTERM: write the last events while the
+					// Lease is still held (the sink is fenced), then release.
+					c.events.flush(logger, 5*time.Second)
+				}
 				cancel()
 			},
 			OnStoppedLeading: func() {

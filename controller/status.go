@@ -282,6 +282,9 @@ func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *un
 	if err != nil {
 		return terminal(fmt.Errorf("encoding status: %w", err))
 	}
+	if err := c.mayWrite(); err != nil {
+		return err
+	}
 	result, err := c.opts.Dynamic.Resource(pk.res.GVR()).Namespace(parent.GetNamespace()).
 		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {

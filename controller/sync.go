@@ -167,6 +167,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			continue
 		}
 		if live == nil {
+			if err := c.mayWrite(); err != nil {
+				return err
+			}
 			created, conflict, err := c.createByApply(ctx, ck, want)
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -225,6 +228,9 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		}
 		logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
 			"drift", d.kind.String(), "field", d.path, "manager", d.manager)
+		if err := c.mayWrite(); err != nil {
+			return err
+		}
 		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -410,6 +416,9 @@ func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstruct
 			ref := metav1.GetControllerOf(child)
 			if ref == nil || ref.UID != parent.GetUID() || rendered[childRef{gvk: ck.gvk, name: child.GetName()}] {
 				continue
+			}
+			if err := c.mayWrite(); err != nil {
+				return pruned, errors.Join(errs, err)
 			}
 			uid := child.GetUID()
 			err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),

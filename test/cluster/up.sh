@@ -131,20 +131,9 @@ leaderElection:
 EOF
 
 # --- processes --------------------------------------------------------------
-# launch NAME ARGS... starts bin/NAME in its own session, so that neither a
-# Ctrl-C in the terminal nor the exit of this script reaches it.
-started=()
-launch() {
-  local name=$1; shift
-  setsid "$bin/$name" "$@" </dev/null >"$logs/$name.log" 2>&1 &
-  local pid=$! deadline=$((SECONDS + 5))
-  echo "$pid" >"$pids/$name.pid"
-  started+=("$name")
-  # Until the exec, the pid runs bash or setsid, which pid_of does not accept.
-  while ! pid_of "$name" >/dev/null && running "$pid" && ((SECONDS < deadline)); do
-    sleep 0.01
-  done
-}
+# start_component (components.sh) launches each with its flags.
+# shellcheck source=test/cluster/components.sh
+source "$root/test/cluster/components.sh"
 
 # check_alive fails, with the end of its log, if a started process has exited.
 check_alive() {
@@ -176,91 +165,12 @@ wait_until() {
   done
 }
 
-launch etcd \
-  --name=stencil-local \
-  --data-dir="$CLUSTER_DIR/etcd" \
-  --listen-client-urls="http://127.0.0.1:$STENCIL_ETCD_PORT" \
-  --advertise-client-urls="http://127.0.0.1:$STENCIL_ETCD_PORT" \
-  --listen-peer-urls="http://127.0.0.1:$STENCIL_ETCD_PEER_PORT" \
-  --initial-advertise-peer-urls="http://127.0.0.1:$STENCIL_ETCD_PEER_PORT" \
-  --initial-cluster="stencil-local=http://127.0.0.1:$STENCIL_ETCD_PEER_PORT" \
-  --unsafe-no-fsync \
-  --quota-backend-bytes=$((8 * 1024 * 1024 * 1024)) \
-  --log-level=warn
-
-# kube-apiserver retries etcd until it answers, so it need not wait for it.
-# Priority and fairness is off and the in-flight limits are high so that
-# benchmarks measure the controller, not the API server's throttling.
-launch kube-apiserver \
-  --etcd-servers="http://127.0.0.1:$STENCIL_ETCD_PORT" \
-  --bind-address=127.0.0.1 \
-  --advertise-address=127.0.0.1 \
-  --secure-port="$STENCIL_APISERVER_PORT" \
-  --tls-cert-file="$pki/apiserver.crt" \
-  --tls-private-key-file="$pki/apiserver.key" \
-  --client-ca-file="$pki/ca.crt" \
-  --requestheader-client-ca-file="$pki/ca.crt" \
-  --requestheader-allowed-names=front-proxy-client \
-  --requestheader-username-headers=X-Remote-User \
-  --requestheader-group-headers=X-Remote-Group \
-  --requestheader-extra-headers-prefix=X-Remote-Extra- \
-  --proxy-client-cert-file="$pki/front-proxy-client.crt" \
-  --proxy-client-key-file="$pki/front-proxy-client.key" \
-  --authorization-mode=Node,RBAC \
-  --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
-  --service-cluster-ip-range=10.96.0.0/16 \
-  --endpoint-reconciler-type=none \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file="$pki/sa.pub" \
-  --service-account-signing-key-file="$pki/sa.key" \
-  --enable-priority-and-fairness=false \
-  --max-requests-inflight=3000 \
-  --max-mutating-requests-inflight=1000 \
-  --allow-privileged=true \
-  --profiling=false
-
+start_component etcd
+start_component kube-apiserver
 wait_until 60 "kube-apiserver /readyz" api_ready
-
-launch kube-controller-manager \
-  --kubeconfig="$pki/kube-controller-manager.kubeconfig" \
-  --authentication-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
-  --authorization-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
-  --bind-address=127.0.0.1 \
-  --secure-port="$STENCIL_KCM_PORT" \
-  --service-account-private-key-file="$pki/sa.key" \
-  --root-ca-file="$pki/ca.crt" \
-  --cluster-signing-cert-file="$pki/ca.crt" \
-  --cluster-signing-key-file="$pki/ca.key" \
-  --use-service-account-credentials \
-  --controllers='*,-node-ipam-controller' \
-  --leader-elect=false \
-  --kube-api-qps=500 \
-  --kube-api-burst=1000 \
-  --profiling=false
-
-launch kube-scheduler \
-  --config="$CLUSTER_DIR/kube-scheduler.yaml" \
-  --authentication-kubeconfig="$pki/kube-scheduler.kubeconfig" \
-  --authorization-kubeconfig="$pki/kube-scheduler.kubeconfig" \
-  --bind-address=127.0.0.1 \
-  --secure-port="$STENCIL_SCHEDULER_PORT"
-
-# kwok manages only nodes annotated kwok.x-k8s.io/node=fake; pods on them get
-# IPs from a /16, enough for the 10,000-replica benchmarks. The
-# heartbeat-with-lease stage posts node status only every ~10 minutes and
-# relies on kwok renewing a node Lease, which it does only when given a lease
-# duration; without one the node lifecycle controller marks the node Unknown
-# after 50 s and every pod on it NotReady.
-stage_flags=()
-for s in "$bin"/kwok-stages/*.yaml; do stage_flags+=(--config="$s"); done
-launch kwok \
-  --kubeconfig="$pki/kwok.kubeconfig" \
-  --manage-all-nodes=false \
-  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --cidr=10.244.0.0/16 \
-  --node-ip=127.0.0.1 \
-  --node-lease-duration-seconds=40 \
-  "${stage_flags[@]}"
+start_component kube-controller-manager
+start_component kube-scheduler
+start_component kwok
 
 # Fake nodes: large enough for 20,000 pods each.
 nodes=()

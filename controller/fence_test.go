@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// fakeLock is a resource lock that accepts every write.
+type fakeLock struct {
+	resourcelock.Interface
+	id string
+}
+
+func (f *fakeLock) Identity() string { return f.id }
+func (f *fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error {
+	return nil
+}
+func (f *fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	return nil
+}
+
+func TestFencedLock(t *testing.T) {
+	trips := 0
+	now := time.Unix(1000, 0)
+	l := &fencedLock{Interface: &fakeLock{id: "me"}, renewDeadline: 10 * time.Second,
+		onTrip: func() { trips++ }, now: func() time.Time { return now }}
+	ctx := context.Background()
+	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 0 {
+		t.Fatalf("before acquiring: allow() = %v, %d trips; want errNotLeader, no trip", err, trips)
+	}
+	if err := l.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.allow(); err != nil {
+		t.Fatalf("just acquired: allow() = %v", err)
+	}
+	now = now.Add(10 * time.Second) // past the renew deadline, as a paused leader
+	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 1 {
+		t.Fatalf("renewal too old: allow() = %v, %d trips; want errNotLeader, 1 trip", err, trips)
+	}
+	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 1 {
+		t.Fatalf("again: allow() = %v, %d trips; want errNotLeader, still 1 trip", err, trips)
+	}
+	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.allow(); err != nil {
+		t.Fatalf("renewed: allow() = %v", err)
+	}
+	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 1 {
+		t.Fatalf("released: allow() = %v, %d trips; want errNotLeader, no new trip", err, trips)
+	}
+}

@@ -1,0 +1,484 @@
+# Helpers for the fault scenarios in test/faults; source it first:
+#
+#   source "$(dirname "$0")/lib.sh"
+#   use_namespace apiserver-kill   # namespace, counting proxy, foreign objects
+#   start_replica a                # stencil run, through the proxy's listener a
+#   apply_workload 1               # 100 WebApps + 100 Memcacheds
+#   ... the fault ...
+#   wait_recovered "$fault_end"    # all Ready at their generation: RECOVERED_MS
+#   quiet_window                   # invariants, then 60 s with no write
+#   figures "..."                  # the scenario's line in the summary
+#
+# It builds on the smoke suite's helpers (test/smoke/lib.sh: k, kn, step, ok,
+# fail, expect_eq, wait_for, install_crds, copy_config...). What is new here:
+#
+# - Every stencil process talks to the API server through countproxy
+#   (test/faults/countproxy), one named listener per replica (a, b), so the
+#   requests it makes are counted outside it, by verb, resource and code, and
+#   survive the process being killed. proxy_summary SINCE UNTIL [TAG] prints
+#   them as key=value; fig KEY picks one.
+# - faultcheck (test/faults/faultcheck) waits for readiness and checks the
+#   invariants every scenario ends with: every custom resource Ready at its
+#   generation, every child present once, owned by the right UID, with the
+#   rendered content, no orphan, no foreign object touched, every write in
+#   the scenario's namespace.
+# - The no-hot-loop window: the 60 s after recovery must see no write at all
+#   from stencil (child, status, event), Lease renewals aside (counted).
+#
+# The workload is WORKLOAD custom resources (default 200), half WebApps
+# (wa-NNN) and half Memcacheds (mc-NNN), one replica each, labelled
+# faults.stencil.dev/workload=true, in the scenario's own namespace.
+
+# shellcheck source=test/smoke/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../smoke/lib.sh"
+# shellcheck source=test/cluster/components.sh
+source "$smoke_root/test/cluster/components.sh"
+
+FAULTS_LOGS=${STENCIL_FAULTS_LOGS:-$logs/faults}
+COUNTPROXY=${COUNTPROXY:-$smoke_root/bin/countproxy}
+FAULTCHECK=${FAULTCHECK:-$smoke_root/bin/faultcheck}
+WORKLOAD=${STENCIL_FAULTS_WORKLOAD:-200}
+# The window after recovery in which stencil must write nothing (seconds).
+QUIET_SECONDS=${STENCIL_FAULTS_QUIET:-60}
+FAULTS_CONFIG="$smoke_root/crds/stencil.yaml"
+WORKLOAD_SELECTOR=faults.stencil.dev/workload=true
+WORK=""
+PROXY_PID=""
+PROXY_PORT=""
+declare -A PROXY_PORTS=() RPID=() RHEALTH=() RMETRICS=() RLOG=() RRC=()
+FOREIGN_RV=()
+RECOVERED_MS=""
+CHECKED=""
+
+# now_ms prints the Unix time in milliseconds.
+now_ms() { local t=${EPOCHREALTIME/./}; echo "${t:0:${#t}-3}"; }
+
+# secs MS1 MS2 prints MS2-MS1 in seconds with one decimal.
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
+
+# use_namespace NAME makes a fresh namespace faults-NAME-<random> in $NS,
+# installs the example CRDs, starts the counting proxy and creates the
+# foreign objects that no scenario may touch. Everything is removed when the
+# scenario exits.
+use_namespace() {
+  NS="faults-$1-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  WORK=$(mktemp -d)
+  trap _faults_cleanup EXIT
+  # The runner's timeout sends SIGTERM: clean up then too.
+  trap 'exit 143' TERM
+  k create namespace "$NS" >/dev/null
+  k label namespace "$NS" stencil.dev/faults="$SCENARIO" >/dev/null
+  echo "[$SCENARIO] namespace $NS"
+  mkdir -p "$FAULTS_LOGS"
+  install_crds
+  start_proxy
+  make_foreign
+}
+
+# start_proxy starts countproxy with listeners a and b and writes a
+# kubeconfig for each ($WORK/kubeconfig-a, -b), with no credentials: the
+# proxy adds the admin's.
+start_proxy() {
+  local tag args=()
+  for tag in a b; do
+    PROXY_PORTS[$tag]=$(free_port)
+    args+=(--listen "$tag=127.0.0.1:${PROXY_PORTS[$tag]}")
+    cat >"$WORK/kubeconfig-$tag" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: countproxy, cluster: {server: "http://127.0.0.1:${PROXY_PORTS[$tag]}"}}]
+users: [{name: stencil, user: {}}]
+contexts: [{name: countproxy, context: {cluster: countproxy, user: stencil}}]
+current-context: countproxy
+EOF
+  done
+  PROXY_PORT=${PROXY_PORTS[a]}
+  "$COUNTPROXY" --kubeconfig "$KUBECONFIG" "${args[@]}" >>"$FAULTS_LOGS/$SCENARIO-$NS-proxy.log" 2>&1 &
+  PROXY_PID=$!
+  local deadline=$((SECONDS + 10))
+  until port_busy "${PROXY_PORTS[a]}" && port_busy "${PROXY_PORTS[b]}"; do
+    kill -0 "$PROXY_PID" 2>/dev/null || fail "countproxy exited: $(tail -n 5 "$FAULTS_LOGS/$SCENARIO-$NS-proxy.log")"
+    ((SECONDS < deadline)) || fail "countproxy not listening after 10s"
+    sleep 0.05
+  done
+}
+
+# proxy_get PATH prints the body of countproxy's answer to GET PATH.
+proxy_get() {
+  local out
+  out=$(http_get "$PROXY_PORT" "$1") || fail "countproxy does not answer $1"
+  printf '%s\n' "$out" | tr -d '\r' | sed '1,/^$/d'
+}
+
+# proxy_summary SINCE_MS [UNTIL_MS] [TAG] prints the request counts (key=value).
+proxy_summary() {
+  proxy_get "/countproxy/summary?since=$1&until=${2:-}&tag=${3:-}"
+}
+
+# proxy_writes SINCE_MS [UNTIL_MS] [TAG] prints the write log: one line per
+# mutating request, "ms tag verb resource namespace name code dryRun".
+proxy_writes() {
+  proxy_get "/countproxy/writes?since=$1&until=${2:-}&tag=${3:-}"
+}
+
+# fig KEY SUMMARY prints the value of KEY in a proxy_summary line (0 if absent).
+fig() {
+  awk -v k="$1" '{ for (i = 1; i <= NF; i++) { n = index($i, "="); if (substr($i, 1, n - 1) == k) { v = substr($i, n + 1) } } } END { print v + 0 }' <<<"$2"
+}
+
+# writes_at_least KEY N [TAG] succeeds once KEY (e.g. child) counts N or more
+# since the proxy started (for wait_for).
+writes_at_least() {
+  local got
+  got=$(fig "$1" "$(proxy_summary 0 "" "${3:-}")")
+  ((got >= $2)) || { echo "$1 is $got, want >= $2"; return 1; }
+}
+
+# make_foreign creates objects stencil must never touch: a Deployment, a
+# Service and a ConfigMap of others in the same namespace, labelled
+# faults.stencil.dev/foreign=true; FOREIGN_RV records the resourceVersions
+# of those whose only writer is their author.
+make_foreign() {
+  kn apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: foreign-web, labels: {faults.stencil.dev/foreign: "true", app: foreign-web}}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: foreign-web}}
+  template:
+    metadata: {labels: {app: foreign-web}}
+    spec: {containers: [{name: web, image: registry.k8s.io/pause:3.10}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: foreign-svc, labels: {faults.stencil.dev/foreign: "true"}}
+spec: {selector: {app: foreign-web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: foreign-cm, labels: {faults.stencil.dev/foreign: "true"}}
+data: {owner: someone-else}
+EOF
+  FOREIGN_RV=(
+    "Service/foreign-svc=$(kn get service foreign-svc -o jsonpath='{.metadata.resourceVersion}')"
+    "ConfigMap/foreign-cm=$(kn get configmap foreign-cm -o jsonpath='{.metadata.resourceVersion}')"
+  )
+}
+
+# start_replica TAG [FLAG...] starts `stencil run` watching $NS through the
+# proxy's listener TAG, with the config $FAULTS_CONFIG, and returns once its
+# /readyz answers 200 (a standby under leader election is ready too). Its
+# log is $FAULTS_LOGS/<scenario>-<ns>-TAG.log.
+start_replica() {
+  local tag=$1
+  shift
+  [ -x "$STENCIL" ] || fail "$STENCIL is missing; make faults builds it"
+  if [ -n "${RPID[$tag]:-}" ] && kill -0 "${RPID[$tag]}" 2>/dev/null; then
+    fail "start_replica $tag: already running (pid ${RPID[$tag]})"
+  fi
+  RHEALTH[$tag]=$(free_port)
+  RMETRICS[$tag]=$(free_port)
+  RLOG[$tag]="$FAULTS_LOGS/$SCENARIO-$NS-$tag.log"
+  echo "--- $(date -u +%T) stencil run --namespace $NS (replica $tag) $*" >>"${RLOG[$tag]}"
+  "$STENCIL" run --config "$FAULTS_CONFIG" --namespace "$NS" --kubeconfig "$WORK/kubeconfig-$tag" \
+    --metrics-addr "127.0.0.1:${RMETRICS[$tag]}" --health-addr "127.0.0.1:${RHEALTH[$tag]}" "$@" \
+    >>"${RLOG[$tag]}" 2>&1 &
+  RPID[$tag]=$!
+  RRC[$tag]=""
+  local deadline=$((SECONDS + 60))
+  until replica_ready "$tag"; do
+    if ! kill -0 "${RPID[$tag]}" 2>/dev/null; then
+      wait "${RPID[$tag]}" || true
+      fail "replica $tag exited before it was ready; log ${RLOG[$tag]}: $(tail -n 20 "${RLOG[$tag]}")"
+    fi
+    ((SECONDS < deadline)) || fail "replica $tag not ready after 60s; log ${RLOG[$tag]}"
+    sleep 0.1
+  done
+}
+
+# leader_flags prints the leader-election flags every replica of a scenario shares.
+leader_flags() { echo --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-faults; }
+
+# leader_tag prints the tag (a or b) of the replica holding the Lease, from
+# the write log: the last successful Lease write's listener.
+leader_tag() {
+  proxy_writes 0 | awk '$4 == "leases" && $7 ~ /^2/ { t = $2 } END { print t }'
+}
+
+# first_write TAG SINCE_MS prints the time (ms) of replica TAG's first
+# successful write other than a Lease write since SINCE_MS, or nothing.
+first_write() {
+  proxy_writes "$2" "" "$1" | awk '$4 != "leases" && $7 ~ /^2/ { print $1; exit }'
+}
+
+# last_write TAG [SINCE_MS] prints the time (ms) of replica TAG's last
+# write other than a Lease write (answered or not), or nothing.
+last_write() {
+  proxy_writes "${2:-0}" "" "$1" | awk '$4 != "leases" { t = $1 } END { print t }'
+}
+
+# lease_holder prints the holder of the scenario's leader-election Lease.
+lease_holder() { kn get lease stencil-faults -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+
+# replica_ready TAG succeeds when replica TAG's /readyz answers 200.
+replica_ready() { [ "$(http_status "${RHEALTH[$1]}" /readyz 2>/dev/null)" = 200 ]; }
+
+# replica_alive TAG succeeds while replica TAG's process runs (not a zombie).
+replica_alive() { [ -n "${RPID[$1]:-}" ] && running "${RPID[$1]}"; }
+
+# signal_replica TAG SIGNAL sends SIGNAL to replica TAG.
+signal_replica() { kill "-$2" "${RPID[$1]}"; }
+
+# wait_replica_exit TAG SECONDS waits for replica TAG to exit and sets
+# RRC[TAG] to its exit status; it fails the scenario after SECONDS.
+wait_replica_exit() {
+  local tag=$1 deadline=$((SECONDS + $2)) rc=0
+  while replica_alive "$tag"; do
+    ((SECONDS < deadline)) || fail "replica $tag (pid ${RPID[$tag]}) still running after $2s"
+    sleep 0.05
+  done
+  wait "${RPID[$tag]}" 2>/dev/null || rc=$?
+  RRC[$tag]=$rc
+}
+
+# kill_replica TAG kills replica TAG with SIGKILL and reaps it.
+kill_replica() {
+  signal_replica "$1" KILL
+  wait_replica_exit "$1" 10
+}
+
+# replica_metric TAG NAME prints the sum of metric NAME of replica TAG.
+replica_metric() {
+  http_get "${RMETRICS[$1]}" /metrics |
+    awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d", s }'
+}
+
+# workload GEN [N] prints the workload: WORKLOAD/2 WebApps and as many
+# Memcacheds. The first N of each (default all) have spec generation GEN: a
+# different image tag (and, for WebApps, port) per GEN, so applying GEN+1
+# changes their spec; the others have GEN 1.
+workload() {
+  local gen=$1 n=${2:-$((WORKLOAD / 2))} i g
+  for ((i = 0; i < WORKLOAD / 2; i++)); do
+    g=1
+    ((i < n)) && g=$gen
+    printf -- '---
+apiVersion: apps.example.com/v1beta1
+kind: WebApp
+metadata: {name: wa-%03d, labels: {faults.stencil.dev/workload: "true"}}
+spec: {image: "registry.k8s.io/pause:3.%d", replicas: 1, port: %d}
+---
+apiVersion: cache.example.com/v1alpha1
+kind: Memcached
+metadata: {name: mc-%03d, labels: {faults.stencil.dev/workload: "true"}}
+spec: {size: 1, image: "memcached:1.6.%d"}
+' "$i" "$((9 + g))" "$((8079 + g))" "$i" "$((20 + g))"
+  done
+}
+
+# apply_workload GEN [N] applies the workload (server-side, field manager
+# faults-author) as one kubectl call, as a person or a pipeline would.
+apply_workload() {
+  workload "$@" | kn apply --server-side --field-manager=faults-author -f - >/dev/null
+}
+
+# wait_recovered [SECONDS] waits (default 300 s) until the workload is Ready
+# at its generation and sets RECOVERED_MS to when it first was.
+wait_recovered() {
+  local out
+  out=$("$FAULTCHECK" wait-ready --config "$FAULTS_CONFIG" --namespace "$NS" --selector "$WORKLOAD_SELECTOR" \
+    --count "$WORKLOAD" --timeout "${1:-300}s" 2>&1) || fail "workload not Ready: $out"
+  RECOVERED_MS=$out
+}
+
+# check_invariants [FAULTCHECK-FLAG...] checks every invariant (see
+# faultcheck) for the workload and the foreign objects, and that every write
+# stencil made through the proxy stayed in $NS; sets CHECKED to its summary.
+check_invariants() {
+  local args=() f out
+  for f in "${FOREIGN_RV[@]}"; do args+=(--foreign-rv "$f"); done
+  out=$("$FAULTCHECK" invariants --config "$FAULTS_CONFIG" --namespace "$NS" --selector "$WORKLOAD_SELECTOR" \
+    --proxy "http://127.0.0.1:$PROXY_PORT" "${args[@]}" "$@" 2>&1) || fail "invariants: $out"
+  CHECKED=$(tail -n 1 <<<"$out")
+  printf '%s\n' "$out" | sed '$d' | sed "s/^/[$SCENARIO] /"
+}
+
+# quiet_window [FAULTCHECK-FLAG...] is how every scenario ends, from
+# RECOVERED_MS: the invariants are checked at once, then the scenario waits
+# until QUIET_SECONDS after recovery and counts what stencil wrote in that
+# window: it must be nothing (no child write, no status patch, no event, no
+# failed write); Lease renewals are counted apart. The invariants are checked
+# again at the end of the window, and every replica still expected to run
+# (QUIET_REPLICAS, default "a") must be alive with /readyz 200. Sets
+# QUIET_FIGS to the window's figures.
+QUIET_REPLICAS=${QUIET_REPLICAS:-a}
+quiet_window() {
+  [ -n "$RECOVERED_MS" ] || fail "quiet_window: not recovered yet"
+  step "invariants at recovery, then ${QUIET_SECONDS}s in which stencil must write nothing"
+  check_invariants "$@"
+  local end=$((RECOVERED_MS + QUIET_SECONDS * 1000)) left s tag
+  left=$((end - $(now_ms)))
+  if ((left > 0)); then
+    # The window is a measurement period, not a wait for a condition.
+    sleep "$(awk -v ms="$left" 'BEGIN { printf "%.3f", ms / 1000 }')"
+  fi
+  s=$(proxy_summary "$RECOVERED_MS" "$end")
+  local bad=$(($(fig child "$s") + $(fig status "$s") + $(fig event "$s") + $(fig other "$s") + $(fig failed "$s")))
+  QUIET_FIGS="$(fig writes "$s") writes in the ${QUIET_SECONDS}s after recovery ($(fig lease "$s") Lease renewals, $bad other)"
+  if ((bad > 0)); then
+    echo "[$SCENARIO] writes in the window:" >&2
+    proxy_writes "$RECOVERED_MS" "$end" | grep -v ' leases ' | head -n 20 >&2
+    fail "hot loop: $bad writes other than Lease renewals in the ${QUIET_SECONDS}s after recovery: $s"
+  fi
+  check_invariants "$@"
+  for tag in $QUIET_REPLICAS; do
+    replica_alive "$tag" || fail "replica $tag is not running at the end"
+    replica_ready "$tag" || fail "replica $tag: /readyz is $(http_status "${RHEALTH[$tag]}" /readyz) at the end"
+  done
+  ok "$QUIET_FIGS; replicas $QUIET_REPLICAS alive, /readyz 200"
+}
+
+# write_figs SINCE UNTIL [TAG] prints the writes of a period as a phrase.
+write_figs() {
+  local s
+  s=$(proxy_summary "$@")
+  echo "$(fig writes "$s") writes (child $(fig child "$s"), status $(fig status "$s"), event $(fig event "$s"), lease $(fig lease "$s"); $(fig failed "$s") failed)"
+}
+
+# child_writes SINCE_MS [UNTIL_MS] prints, per child written, "resource
+# name creates updates lost": successful applies that created it (201), that
+# updated it (200), and applies whose answer never came back (the client was
+# killed, code 499, or the API server went away, code 0): the server may or
+# may not have made those.
+child_writes() {
+  proxy_writes "$@" | awk '$3 == "apply" && $8 == "false" && ($4 == "deployments" || $4 == "services") {
+      k = $4 " " $6; seen[k] = 1
+      if ($7 == 201) c[k]++; else if ($7 == 200) u[k]++; else if ($7 == 499 || $7 == 0) l[k]++ }
+    END { for (k in seen) print k, c[k] + 0, u[k] + 0, l[k] + 0 }' | sort
+}
+
+# expect_written_once SINCE_MS CHANGED_PATTERN checks the child writes since
+# SINCE_MS: every child of the workload created exactly once, none updated,
+# except children whose name matches the extended regular expression
+# CHANGED_PATTERN (their resource's spec changed): at most one update each.
+# Prints how many creates and updates it saw.
+expect_written_once() {
+  local out
+  out=$(child_writes "$1" | awk -v changed="${2:-^$}" -v want="$((WORKLOAD * 3 / 2))" '
+    { n++; creates += $3; updates += $4; lost += $5
+      # An apply whose answer was lost may have created the child.
+      if ($3 > 1 || ($3 == 0 && $5 == 0)) bad = bad sprintf("%s/%s created %d times; ", $1, $2, $3)
+      if ($2 ~ changed) { if ($4 > 1) bad = bad sprintf("%s/%s updated %d times; ", $1, $2, $4) }
+      else if ($4 > 0) bad = bad sprintf("%s/%s (spec unchanged) updated %d times; ", $1, $2, $4) }
+    END { if (n != want) bad = bad sprintf("%d children written, want %d; ", n, want)
+      if (bad != "") { print bad; exit 1 }
+      printf "%d children created once each (%d by an apply whose answer was lost), %d updated once (spec changed), none written twice\n", n, n - creates, updates }') ||
+    fail "children written more than once: ${out:0:1500}"
+  echo "$out"
+}
+
+# figures TEXT records the scenario's figures for the summary line of
+# test/cluster/faults.sh, and prints them.
+figures() {
+  echo "[$SCENARIO] figures: $*"
+  [ -z "${STENCIL_FAULTS_FIGURES:-}" ] || echo "$*" >"$STENCIL_FAULTS_FIGURES"
+}
+
+# --- the plane's processes ----------------------------------------------------
+
+# stop_component NAME SIGNAL sends SIGNAL to the plane's component NAME and
+# waits (60 s at most) until it has exited.
+stop_component() {
+  local pid deadline=$((SECONDS + 60))
+  pid=$(pid_of "$1") || fail "$1 is not running"
+  # Whatever happens next, the plane is whole again when the scenario ends.
+  defer ensure_component "$1"
+  kill "-$2" "$pid"
+  while running "$pid"; do
+    ((SECONDS < deadline)) || fail "$1 (pid $pid) did not exit within 60s of SIG$2"
+    sleep 0.05
+  done
+}
+
+# stop_apply PID ends a kubectl apply that a fault interrupted (it may hang
+# on an API server without etcd, each object up to the server's 60 s
+# timeout): the author gives up and re-applies once the plane is back.
+stop_apply() {
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# restart_component NAME starts component NAME again (components.sh) and,
+# for the API server and etcd, waits until the API answers /readyz.
+restart_component() {
+  start_component "$1" || fail "cannot start $1"
+  pid_of "$1" >/dev/null || fail "$1 exited at once: $(tail -n 20 "$logs/$1.log")"
+  case "$1" in
+    etcd | kube-apiserver) wait_for 120 "kube-apiserver /readyz after restarting $1" api_ready ;;
+  esac
+}
+
+# ensure_component NAME starts component NAME if it is not running (or
+# resumes it if stopped), for the scenario's cleanup.
+ensure_component() {
+  local pid
+  if pid=$(pid_of "$1"); then
+    kill -CONT "$pid" 2>/dev/null || true
+  else
+    start_component "$1"
+  fi
+}
+
+# etcd_revision prints etcd's current revision (etcd's v3 JSON gateway).
+etcd_revision() {
+  local body out
+  body='{"key":"AA==","limit":1}'
+  out=$(exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_ETCD_PORT" &&
+    printf 'POST /v3/kv/range HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s' "${#body}" "$body" >&3 &&
+    timeout 5 cat <&3) || fail "etcd does not answer"
+  sed -n 's/.*"revision":"\([0-9]*\)".*/\1/p' <<<"$out"
+}
+
+# etcd_compact REV compacts etcd's history up to revision REV.
+etcd_compact() {
+  local body="{\"revision\":\"$1\",\"physical\":true}" out
+  out=$(exec 3<>"/dev/tcp/127.0.0.1/$STENCIL_ETCD_PORT" &&
+    printf 'POST /v3/kv/compaction HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s' "${#body}" "$body" >&3 &&
+    timeout 10 cat <&3) || fail "etcd does not answer"
+  [[ "$out" == *" 200 "* ]] || fail "compaction failed: $out"
+}
+
+_faults_cleanup() {
+  local rc=$? tag
+  for tag in "${!RPID[@]}"; do
+    if replica_alive "$tag"; then
+      kill -CONT "${RPID[$tag]}" 2>/dev/null || true
+      kill -TERM "${RPID[$tag]}" 2>/dev/null || true
+    fi
+  done
+  for tag in "${!RPID[@]}"; do wait "${RPID[$tag]}" 2>/dev/null || true; done
+  if [ "$rc" != 0 ]; then
+    for tag in "${!RLOG[@]}"; do
+      echo "[$SCENARIO] last lines of replica $tag's log ${RLOG[$tag]}:" >&2
+      tail -n 15 "${RLOG[$tag]}" >&2 || true
+    done
+  fi
+  if [ -n "$PROXY_PID" ]; then
+    # The write log, for a look after the run.
+    (proxy_writes 0) >"$FAULTS_LOGS/$SCENARIO-$NS-writes.log" 2>/dev/null || true
+    kill "$PROXY_PID" 2>/dev/null || true
+    wait "$PROXY_PID" 2>/dev/null || true
+  fi
+  for d in "${DEFERRED[@]}"; do eval "$d" >/dev/null 2>&1 || true; done
+  [ -z "$WORK" ] || rm -rf "$WORK"
+  [ -z "$CONFIG_DIR" ] || rm -rf "$CONFIG_DIR"
+  if [ -n "$NS" ]; then
+    if [ "$rc" != 0 ] && [ "${STENCIL_SMOKE_KEEP:-}" = 1 ]; then
+      echo "[$SCENARIO] keeping namespace $NS (STENCIL_SMOKE_KEEP=1)" >&2
+    else
+      k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+    fi
+  fi
+  return "$rc"
+}
