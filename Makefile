@@ -59,6 +59,14 @@ integration: ## Run test/integration against the local plane (started and stoppe
 smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
 
+# Scenario names for make faults, e.g. FAULTS=stencil-kill; empty runs them all.
+FAULTS ?=
+
+faults: tools build ## Run the fault scenarios test/faults/*.sh against the local plane (FAULTS=name to pick; not yet in make test)
+	$(GO) build -o bin/countproxy ./test/faults/countproxy
+	$(GO) build -o bin/faultcheck ./test/faults/faultcheck
+	$(WITH_CLUSTER) $(CLUSTER)/faults.sh $(FAULTS)
+
 rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml and deploy/role.yaml is needed: remove each, the least-privilege scenario must fail
 	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
 
