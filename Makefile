@@ -8,25 +8,26 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Scenario names for make smoke, e.g. SMOKE=plane; empty runs them all.
 SMOKE ?=
-# Scenario names for make faults, e.g. FAULTS=etcd-stop; empty runs them all.
-FAULTS ?=
 GOTESTFLAGS ?=
 
 CLUSTER := test/cluster
 WITH_CLUSTER := $(CLUSTER)/with-cluster.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools fault-tools cluster-up cluster-down run test unit integration smoke faults rbac-check bench lint fmt clean
+.PHONY: help build tools promtool cluster-up cluster-down run test unit integration smoke faults rbac-check monitoring-check bench lint fmt clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET"
-	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-13s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-17s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## Build bin/stencil
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/stencil ./cmd/stencil
 
-tools: ## Build the pinned control-plane binaries and kwok into bin/ (skipped when up to date)
+tools: ## Build the pinned control-plane binaries, kwok and promtool into bin/ (skipped when up to date)
 	test/tools/install.sh
+
+promtool: ## Build the pinned promtool into bin/ (skipped when up to date; make tools builds it too)
+	test/tools/promtool/install.sh
 
 cluster-up: ## Start the local control plane; admin kubeconfig in .cluster/kubeconfig
 	$(CLUSTER)/up.sh
@@ -38,8 +39,8 @@ run: cluster-up build ## Install crds/, run the controller with crds/stencil.yam
 	$(CLUSTER)/run.sh
 
 # Runs every phase even when one fails, times each, and fails if any failed.
-test: ## Run unit, integration, smoke and fault tests, then rbac-check
-	@rc=0; for t in unit integration smoke faults rbac-check; do \
+test: ## Run unit, integration, smoke and fault tests, then rbac-check and monitoring-check
+	@rc=0; for t in unit integration smoke faults rbac-check monitoring-check; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$t; then r=passed; else r=FAILED; rc=1; fi; \
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \
@@ -58,14 +59,20 @@ integration: ## Run test/integration against the local plane (started and stoppe
 smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the local plane (SMOKE=name to pick)
 	$(WITH_CLUSTER) $(CLUSTER)/smoke.sh $(SMOKE)
 
-fault-tools: ## Build bin/countproxy and bin/faultcheck, the fault suite's helpers
-	$(GO) build -o bin/ ./test/faults/countproxy ./test/faults/faultcheck
+# Scenario names for make faults, e.g. FAULTS=stencil-kill; empty runs them all.
+FAULTS ?=
 
-faults: tools build fault-tools ## Run the fault scenarios test/faults/*.sh against the local plane, one at a time (FAULTS=name to pick)
+faults: tools build ## Run the fault scenarios test/faults/*.sh against the local plane, one at a time (FAULTS=name to pick)
+	$(GO) build -o bin/countproxy ./test/faults/countproxy
+	$(GO) build -o bin/faultcheck ./test/faults/faultcheck
 	$(WITH_CLUSTER) $(CLUSTER)/faults.sh $(FAULTS)
 
 rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml and deploy/role.yaml is needed: remove each, the least-privilege scenario must fail
 	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
+
+monitoring-check: promtool ## Check and unit-test deploy/monitoring's alert rules with promtool (the endpoints smoke scenario checks a live /metrics)
+	bin/promtool check rules --lint=all --lint-fatal deploy/monitoring/rules.yaml
+	bin/promtool test rules deploy/monitoring/rules_test.yaml
 
 bench: tools ## Run the benchmarks: unit (no cluster), then BenchmarkConverge on the local plane (STENCIL_BENCH_CRS=10000 for full size)
 	$(GO) test -run='^$$' -bench=. -benchmem $(GOTESTFLAGS) ./...

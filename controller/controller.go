@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -64,6 +65,10 @@ type Options struct {
 	Sets []*templates.Set
 	// Dynamic reads and writes custom resources and children.
 	Dynamic dynamic.Interface
+	// Metadata, when set, caches the names of every object of the child
+	// kinds, so that creating a child needs no read (see liveChild); nil
+	// reads the object on a cache miss instead.
+	Metadata metadata.Interface
 	// Kube records events and holds the leader-election Lease. It may be nil
 	// when Recorder is set and leader election is off (unit tests).
 	Kube kubernetes.Interface
@@ -98,6 +103,11 @@ type Options struct {
 	// at again (default 30s). The foreign object carries no stencil label, so
 	// no watch reports its deletion; the recheck costs one GET, no write.
 	ConflictRecheck time.Duration
+	// FirstStatusDelay is how long a resource whose children were just
+	// created waits for them before its first status says Progressing
+	// (default 5s; negative writes it at once). Usually the children are
+	// ready first, and the resource gets one status patch, not two.
+	FirstStatusDelay time.Duration
 	// LeaderElection, when enabled, runs the workers only while holding the Lease.
 	LeaderElection LeaderElection
 	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
@@ -127,6 +137,9 @@ func (o *Options) defaults() {
 	if o.FightInterval <= 0 {
 		o.FightInterval = 10 * time.Second
 	}
+	if o.FirstStatusDelay == 0 {
+		o.FirstStatusDelay = 5 * time.Second
+	}
 	if o.ConflictRecheck <= 0 {
 		o.ConflictRecheck = 30 * time.Second
 	}
@@ -146,6 +159,9 @@ type Controller struct {
 	// byKind maps a served parent's group and kind to its GVR, for owner references.
 	byKind   map[schema.GroupKind]schema.GroupVersionResource
 	children map[schema.GroupVersionKind]*childKind
+	// waitingKinds are child kinds not (yet) served, or refused for their
+	// scope; they are looked at again on every CRD change.
+	waitingKinds map[schema.GroupVersionKind]bool
 	// runCtx is the workers' context while they run; informers started
 	// later (a CRD installed, a reload) run under it.
 	runCtx context.Context
@@ -156,8 +172,15 @@ type Controller struct {
 	broadcaster record.EventBroadcaster
 	guard       *fightGuard
 	dryRuns     dryRunMemo
-	statusMemo  statusMemo
-	health      *health
+	// recentlyCreated holds the children stencil created that the caches
+	// have not shown yet (by UID, and by kind/namespace/name in
+	// createdNames): the expectations of Kubernetes' own controllers. A sync
+	// that runs before the cache catches up (woken by a sibling child's
+	// event) finds them here instead of creating them again.
+	recentlyCreated sync.Map // types.UID -> createdKey
+	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
+	statusMemo      statusMemo
+	health          *health
 	// fence, under leader election, says whether this replica may still
 	// write (see leaseFence); nil without leader election.
 	fence func() error
@@ -184,10 +207,11 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, errors.New("controller: Options.Sets must hold one template set per configured resource")
 	}
 	c := &Controller{
-		opts:      opts,
-		resources: map[schema.GroupVersionResource]*parentKind{},
-		byKind:    map[schema.GroupKind]schema.GroupVersionResource{},
-		children:  map[schema.GroupVersionKind]*childKind{},
+		opts:         opts,
+		resources:    map[schema.GroupVersionResource]*parentKind{},
+		byKind:       map[schema.GroupKind]schema.GroupVersionResource{},
+		children:     map[schema.GroupVersionKind]*childKind{},
+		waitingKinds: map[schema.GroupVersionKind]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
@@ -336,6 +360,10 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in child informer")
 			return
 		}
+		// The cache has caught up with stencil's own create.
+		if ckey, ok := c.recentlyCreated.LoadAndDelete(m.GetUID()); ok {
+			c.createdNames.Delete(ckey)
+		}
 		if key, ok := c.resolveControllerRef(m.GetNamespace(), metav1.GetControllerOf(m)); ok {
 			c.queue.Add(key)
 		}
@@ -430,6 +458,9 @@ func (c *Controller) hasSynced() []cache.InformerSynced {
 		for _, inf := range ck.informers {
 			out = append(out, inf.HasSynced)
 		}
+		for _, inf := range ck.names {
+			out = append(out, inf.HasSynced)
+		}
 	}
 	return out
 }
@@ -478,6 +509,9 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	go c.crds.RunWithContext(runCtx)
 	for _, ck := range c.children {
 		for _, inf := range ck.informers {
+			go inf.RunWithContext(runCtx)
+		}
+		for _, inf := range ck.names {
 			go inf.RunWithContext(runCtx)
 		}
 	}

@@ -464,14 +464,21 @@ func (c *Controller) serverAgrees(ctx context.Context, ck *childKind, want, live
 		return true
 	}
 	c.opts.Metrics.dryRuns.WithLabelValues(ck.gvk.Kind).Inc()
-	result, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
-		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	client := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace())
+	// The cache holds a stripped child (transform.go): compare with the
+	// whole object.
+	whole, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Reading child for a dry run failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
+		return false
+	}
+	result, err := client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		// The real apply will meet the same error and report it.
 		klog.FromContext(ctx).V(2).Info("Dry-run apply failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
 		return false
 	}
-	if !sameJSON(comparable(result), comparable(live)) {
+	if !sameJSON(comparable(result), comparable(whole)) {
 		return false
 	}
 	c.dryRuns.set(live.GetUID(), version)

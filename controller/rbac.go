@@ -1,46 +1,31 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/gvr"
 )
-
-// childResources maps the child kinds stencil knows to their resources. It is
-// a static table on purpose: a plural guessed from a kind ("Ingress" ->
-// "ingresss") yields a ClusterRole that silently lacks a permission.
-var childResources = map[schema.GroupKind]string{
-	{Group: "apps", Kind: "Deployment"}: "deployments",
-	{Group: "", Kind: "Service"}:        "services",
-}
-
-// ChildResource returns the resource of a child kind, and false for a kind
-// that is not in stencil's static table.
-func ChildResource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
-	res, ok := childResources[gvk.GroupKind()]
-	if !ok {
-		return schema.GroupVersionResource{}, false
-	}
-	return gvk.GroupVersion().WithResource(res), true
-}
 
 // verbOrder is the order verbs appear in a rule, the order kubectl prints them.
 var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
 // ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
-// for cfg: read and watch every configured resource and the CRDs, merge-patch its status,
-// apply and prune children of kinds, and record events. The leader-election
-// Lease is not here: LeaseRole grants it in stencil's own namespace only.
-// Child kinds missing from the static table of ChildResource are left out;
-// callers allowing other kinds check ChildResource first. Rules are sorted by
-// API group, so the output is stable and can be checked in.
-func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) *rbacv1.ClusterRole {
+// for cfg: read and watch every configured resource and the CRDs, merge-patch
+// its status, apply and prune each entry's child kinds, and record events.
+// The leader-election Lease is not here: LeaseRole grants it in stencil's
+// own namespace only. A child kind whose resource (plural) is not known
+// (not built in, and no resource in the children list) is an error naming
+// the entry: a guessed plural would yield a role that silently lacks a
+// permission. Rules are sorted by API group, so the output is stable and
+// can be checked in.
+func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 	// perms[group][resource] is the set of verbs needed.
 	perms := map[string]map[string]map[string]bool{}
 	grant := func(group, resource string, verbs ...string) {
@@ -62,11 +47,21 @@ func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) 
 		// (OpenShift), setting it needs update on the owner's finalizers.
 		grant(r.Group, r.Resource+"/finalizers", "update")
 	}
-	for _, k := range kinds {
-		if res, ok := ChildResource(k); ok {
+	var errs []error
+	for i, r := range cfg.Resources {
+		for _, k := range r.ChildGVKs() {
+			res, ok := r.ChildResource(k)
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: %s: children: the resource (plural) of %s is not known to stencil; add resource: <plural> to its children entry",
+					cfg.Path, gvr.EntryName(i, r), k))
+				continue
+			}
 			// Server-side apply that creates needs create and patch; pruning needs delete.
 			grant(res.Group, res.Resource, "get", "list", "watch", "create", "patch", "delete")
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	// Which configured resources are served comes from the CRD objects
 	// (watches.go); read-only, and only list and watch, as informers need.
@@ -104,7 +99,7 @@ func ClusterRole(name string, cfg *gvr.Config, kinds []schema.GroupVersionKind) 
 			Labels: map[string]string{"app.kubernetes.io/name": "stencil"},
 		},
 		Rules: rules,
-	}
+	}, nil
 }
 
 // LeaseRole returns the Role that leader election needs in the namespace of

@@ -8,11 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/gvr"
-	"stencil.dev/stencil/templates"
 )
 
 // The -update flag may also be defined by another test file in this package;
@@ -37,7 +35,11 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := yaml.Marshal(ClusterRole("stencil", cfg, templates.DefaultKinds))
+	role, err := ClusterRole("stencil", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := yaml.Marshal(role)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +72,17 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 }
 
 func TestClusterRoleRules(t *testing.T) {
-	cfg := &gvr.Config{Resources: []gvr.Resource{
+	cfg := &gvr.Config{Path: "s.yaml", Resources: []gvr.Resource{
 		{Group: "b.example.com", Version: "v1", Resource: "foos"},
-		{Group: "b.example.com", Version: "v1", Resource: "bars"},
-		{Group: "a.example.com", Version: "v2", Resource: "bazs"},
+		{Group: "b.example.com", Version: "v1", Resource: "bars", Children: []gvr.ChildKind{
+			{APIVersion: "apps/v1", Kind: "Deployment"}, {APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}}},
+		{Group: "a.example.com", Version: "v2", Resource: "bazs", Children: []gvr.ChildKind{
+			{APIVersion: "example.io/v1", Kind: "Widget", Resource: "widgets"}}},
 	}}
-	kinds := append([]schema.GroupVersionKind{{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}}, templates.DefaultKinds...)
-	role := ClusterRole("x", cfg, kinds)
+	role, err := ClusterRole("x", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if role.Name != "x" || role.Kind != "ClusterRole" || role.APIVersion != "rbac.authorization.k8s.io/v1" {
 		t.Errorf("metadata = %v %v %v", role.Name, role.Kind, role.APIVersion)
 	}
@@ -90,6 +96,7 @@ func TestClusterRoleRules(t *testing.T) {
 	}
 	want := []rule{
 		{"", "events", "create,patch"},
+		// Only foos (no children list) renders Services.
 		{"", "services", "get,list,watch,create,patch,delete"},
 		{"a.example.com", "bazs", "get,list,watch"},
 		{"a.example.com", "bazs/finalizers", "update"},
@@ -100,6 +107,8 @@ func TestClusterRoleRules(t *testing.T) {
 		{"b.example.com", "bars,foos", "get,list,watch"},
 		{"b.example.com", "bars/finalizers,foos/finalizers", "update"},
 		{"b.example.com", "bars/status,foos/status", "patch"},
+		{"example.io", "widgets", "get,list,watch,create,patch,delete"},
+		{"policy", "poddisruptionbudgets", "get,list,watch,create,patch,delete"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rules:\n got %v\nwant %v", got, want)
@@ -109,8 +118,10 @@ func TestClusterRoleRules(t *testing.T) {
 			t.Errorf("rule %d = %v, want %v", i, got[i], want[i])
 		}
 	}
-	// Ingress is not in the static table, so no rule mentions it.
-	if _, ok := ChildResource(kinds[0]); ok {
-		t.Errorf("ChildResource(Ingress) ok, want not found")
+	// A kind whose plural stencil does not know, and the entry does not
+	// give, is an error naming the entry.
+	cfg.Resources[2].Children[0].Resource = ""
+	if _, err := ClusterRole("x", cfg); err == nil || !strings.Contains(err.Error(), "resources[2]") || !strings.Contains(err.Error(), "Widget") {
+		t.Errorf("ClusterRole with an unknown plural: err = %v, want one naming resources[2] and Widget", err)
 	}
 }

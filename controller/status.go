@@ -77,7 +77,7 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 	} else {
 		var replicas, ready int64
 		total, readyChildren := 0, 0
-		waiting := ""
+		waiting, failed := "", ""
 		for _, child := range out.live {
 			if child == nil {
 				continue
@@ -86,14 +86,23 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 			r := readiness(child)
 			replicas += r.desired
 			ready += r.ready
-			if r.ok {
+			switch {
+			case r.ok:
 				readyChildren++
-			} else if waiting == "" {
+			case r.failed && failed == "":
+				failed = fmt.Sprintf("%s/%s: %s", child.GetKind(), child.GetName(), r.why)
+			case waiting == "":
 				waiting = fmt.Sprintf("%s/%s: %s", child.GetKind(), child.GetName(), r.why)
 			}
 		}
 		status["replicas"], status["readyReplicas"] = replicas, ready
 		switch {
+		case failed != "":
+			// kstatus says a child failed (a Job that failed, a rollout
+			// past its progress deadline): the resource is Degraded, and
+			// stencil keeps watching, since the child may still recover.
+			status["phase"] = PhaseDegraded
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonChildFailed, failed
 		case readyChildren == total:
 			status["phase"] = PhaseReady
 			cond.Status, cond.Reason = metav1.ConditionTrue, ReasonAllChildrenReady
@@ -327,81 +336,6 @@ func (m *statusMemo) forget(key Key) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.sent, key)
-}
-
-// childReadiness is what one child contributes to the status.
-type childReadiness struct {
-	ok             bool
-	why            string
-	desired, ready int64
-}
-
-// readiness applies the built-in rules: a Deployment is ready when its
-// controller observed the current generation and updated and available
-// replicas equal the desired count; a Service when it has a cluster IP, or
-// for type LoadBalancer an ingress. Other kinds are ready once they exist.
-func readiness(u *unstructured.Unstructured) childReadiness {
-	switch u.GroupVersionKind().GroupKind().String() {
-	case "Deployment.apps":
-		desired := int64(1)
-		if v, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); found {
-			desired = v
-		}
-		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		updated, _, _ := unstructured.NestedInt64(u.Object, "status", "updatedReplicas")
-		available, _, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas")
-		ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
-		r := childReadiness{desired: desired, ready: ready}
-		switch {
-		case observed < u.GetGeneration():
-			r.why = "rollout not yet observed"
-		case updated < desired || available < desired:
-			r.why = fmt.Sprintf("%d of %d replicas updated and available", min(updated, available), desired)
-			if why := deploymentStuck(u); why != "" {
-				r.why += ": " + why
-			}
-		default:
-			r.ok = true
-		}
-		return r
-	case "Service":
-		svcType, _, _ := unstructured.NestedString(u.Object, "spec", "type")
-		if svcType == "LoadBalancer" {
-			ingress, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
-			if len(ingress) == 0 {
-				return childReadiness{why: "waiting for a load balancer ingress"}
-			}
-			return childReadiness{ok: true}
-		}
-		if svcType == "ExternalName" {
-			return childReadiness{ok: true}
-		}
-		if ip, _, _ := unstructured.NestedString(u.Object, "spec", "clusterIP"); ip == "" {
-			return childReadiness{why: "waiting for a cluster IP"}
-		}
-		return childReadiness{ok: true}
-	}
-	return childReadiness{ok: true}
-}
-
-// deploymentStuck returns why a Deployment cannot make progress, from its
-// conditions: ReplicaFailure (its ReplicaSet cannot create pods: the pod
-// template is invalid, a quota is exceeded) or Progressing=False
-// (ProgressDeadlineExceeded). The Deployment controller names the cause and
-// the field there (the fault suite's bad-input scenario: an image with a
-// leading space passes Deployment validation, then every pod is refused);
-// without it the resource said only "0 of 1 replicas updated and available".
-func deploymentStuck(u *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		switch {
-		case m["type"] == "ReplicaFailure" && m["status"] == "True",
-			m["type"] == "Progressing" && m["status"] == "False":
-			return fmt.Sprintf("%v: %v", m["reason"], m["message"])
-		}
-	}
-	return ""
 }
 
 // sameJSON compares two JSON values by their encoding, so that int64 and

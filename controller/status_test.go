@@ -60,11 +60,16 @@ var (
 func (f *fixture) syncDemo(applyErr error) ([]core.Action, error) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
+	// The first status is written at once: these tests read its conditions.
+	f.firstStatusDelay = -1
 	f.newController(ctx)
 	if applyErr != nil {
-		f.client.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-			return true, nil, applyErr
-		})
+		// A new child is created (POST); an existing one is applied.
+		for _, verb := range []string{"create", "patch"} {
+			f.client.PrependReactor(verb, "deployments", func(core.Action) (bool, runtime.Object, error) {
+				return true, nil, applyErr
+			})
+		}
 	}
 	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
 	var actions []core.Action
@@ -298,13 +303,13 @@ func TestDeploymentReadinessNamesWhyItIsStuck(t *testing.T) {
 		},
 	}}
 	r := readiness(d)
-	want := `0 of 1 replicas updated and available: FailedCreate: Pod "web-1" is invalid: spec.containers[0].image: Invalid value: " pause": must not have leading or trailing whitespace`
+	want := `Replicas: 0/1: FailedCreate: Pod "web-1" is invalid: spec.containers[0].image: Invalid value: " pause": must not have leading or trailing whitespace`
 	if r.ok || r.why != want {
 		t.Errorf("readiness = %+v, want not ok, why %q", r, want)
 	}
-	// Without such a condition the message stays as it was.
+	// Without such a condition the message is kstatus's alone.
 	unstructured.RemoveNestedField(d.Object, "status", "conditions")
-	if r := readiness(d); r.why != "0 of 1 replicas updated and available" {
+	if r := readiness(d); r.why != "Replicas: 0/1" {
 		t.Errorf("readiness without conditions: why %q", r.why)
 	}
 }

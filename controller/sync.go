@@ -1,21 +1,25 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/gvr"
@@ -29,6 +33,7 @@ const (
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonOwnershipConflict = "OwnershipConflict"
 	ReasonPaused            = "Paused"
+	ReasonChildFailed       = "ChildFailed"
 	reasonCreated           = "Created"
 	reasonUpdated           = "Updated"
 	reasonPruned            = "Pruned"
@@ -139,13 +144,18 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 	rendered := map[childRef]bool{}
 	var conflicts []string
 	var applyErr error
+	var changes childChanges
 
 	for i, want := range desired {
 		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
 		rendered[ref] = true
 		ck := c.child(ref.gvk)
 		if ck == nil {
-			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("%s: kind %s is not watched", ref, ref.gvk)))
+			// Rendered, so allowed; not served by the API server (its CRD
+			// is not installed) or cluster-scoped. Not retried: stencil
+			// renders every resource again when the kind is served.
+			return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(fmt.Errorf(
+				"%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", ref, ref.gvk)))
 		}
 		hash, err := stampHash(want)
 		if err != nil {
@@ -156,39 +166,68 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			applyErr = errors.Join(applyErr, err)
 			continue
 		}
-		if live != nil {
-			if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
+		if live == nil {
+			if err := c.mayWrite(); err != nil {
+				return err
+			}
+			created, conflict, err := c.createByApply(ctx, ck, want)
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+				return nil
+			}
+			if conflict {
 				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
 					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
 				continue
 			}
-			d := detectDrift(live, want, hash)
-			if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
-				// No manager holds a field of the render, yet applying it
-				// would change nothing: the server dropped or normalised it.
-				d.kind = inSync
-			}
-			if d.kind == inSync {
-				out.live[i] = live
-				continue
-			}
-			if d.kind != templateChanged && !c.guard.allow(key) {
-				// Same template output, yet a field stencil sets was taken
-				// or removed again: something keeps reverting it.
-				msg := fightMessage(want, d)
-				if c.guard.deny(key, msg) && !isThrottled(parent) {
-					// Once per episode; while it lasts, the Throttled
-					// condition reports each denied correction.
-					c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
-						"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
+			if err != nil {
+				err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
+				if isRejected(err) {
+					err = terminal(err)
 				}
-				out.live[i] = live
-				c.queue.AddAfter(key, c.opts.FightInterval)
+				applyErr = errors.Join(applyErr, err)
 				continue
 			}
-			logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
-				"drift", d.kind.String(), "field", d.path, "manager", d.manager)
+			c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbCreate).Inc()
+			ckey := createdKey{gvr: ck.gvr, namespace: want.GetNamespace(), name: want.GetName()}
+			c.recentlyCreated.Store(created.GetUID(), ckey)
+			c.createdNames.Store(ckey, created)
+			changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
+			logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
+			out.live[i] = created
+			continue
 		}
+		if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
+			conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
+				want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
+			continue
+		}
+		d := detectDrift(live, want, hash)
+		if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
+			// No manager holds a field of the render, yet applying it
+			// would change nothing: the server dropped or normalised it.
+			d.kind = inSync
+		}
+		if d.kind == inSync {
+			out.live[i] = live
+			continue
+		}
+		if d.kind != templateChanged && !c.guard.allow(key) {
+			// Same template output, yet a field stencil sets was taken or
+			// removed again: something keeps reverting it.
+			msg := fightMessage(want, d)
+			if c.guard.deny(key, msg) && !isThrottled(parent) {
+				// Once per episode; while it lasts, the Throttled
+				// condition reports each denied correction.
+				c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
+					"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
+			}
+			out.live[i] = live
+			c.queue.AddAfter(key, c.opts.FightInterval)
+			continue
+		}
+		logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
+			"drift", d.kind.String(), "field", d.path, "manager", d.manager)
 		if err := c.mayWrite(); err != nil {
 			return err
 		}
@@ -208,24 +247,23 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			applyErr = errors.Join(applyErr, err)
 			continue
 		}
-		verb, reason := verbUpdate, reasonUpdated
-		if live == nil {
-			verb, reason = verbCreate, reasonCreated
-		}
-		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verb).Inc()
+		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbUpdate).Inc()
 		out.live[i] = applied
-		if live != nil && applied.GetResourceVersion() == live.GetResourceVersion() {
+		if applied.GetResourceVersion() == live.GetResourceVersion() {
 			// The server found nothing to change: no event for a no-op.
 			logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
 			continue
 		}
-		c.recorder.Eventf(parent, corev1.EventTypeNormal, reason, "%s %s/%s", reason, want.GetKind(), want.GetName())
-		logger.V(2).Info("Applied child", "verb", verb, "kind", want.GetKind(), "child", klog.KObj(want))
+		changes.updated = append(changes.updated, want.GetKind()+"/"+want.GetName())
+		logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	}
 
-	if err := c.prune(ctx, pk, parent, rendered); err != nil {
+	pruned, err := c.prune(ctx, pk, parent, rendered)
+	if err != nil {
 		applyErr = errors.Join(applyErr, err)
 	}
+	changes.pruned = pruned
+	changes.record(c.recorder, parent)
 
 	switch {
 	case applyErr != nil:
@@ -253,7 +291,23 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		// Look again when the episode would end, to clear the condition.
 		c.queue.AddAfter(key, time.Until(ends)+time.Second)
 	}
-	return c.patchStatus(ctx, pk, parent, c.desiredStatus(parent, out))
+	status := c.desiredStatus(parent, out)
+	if len(changes.created) > 0 && out.failReason == "" && !readyIn(status) && c.opts.FirstStatusDelay > 0 {
+		// Children were just created, so they cannot be ready yet. Their
+		// events bring the resource back, usually ready, and that sync
+		// writes the first status; if they are slower, the requeue writes
+		// Progressing. One status patch per new resource instead of two;
+		// until then kstatus sees the CRD's status default
+		// (observedGeneration 0 < generation) and says InProgress.
+		c.queue.AddAfter(key, c.opts.FirstStatusDelay)
+		return nil
+	}
+	return c.patchStatus(ctx, pk, parent, status)
+}
+
+// readyIn reports whether a computed status has Ready=True.
+func readyIn(status map[string]any) bool {
+	return meta.IsStatusConditionTrue(conditionsOf(status), ConditionReady)
 }
 
 // isAllTerminal reports whether every error joined in err is terminal.
@@ -269,9 +323,12 @@ func isAllTerminal(err error) bool {
 	return IsTerminal(err)
 }
 
-// liveChild returns the child as it exists, or nil. Children carry stencil's
-// label, so the filtered cache holds them; on a cache miss a GET tells
-// whether a foreign object of that name exists, which must not be adopted.
+// liveChild returns the child as it exists, or nil when no object of its
+// name exists. Children carry stencil's label, so the filtered cache holds
+// them. On a miss, the metadata-only cache of every object of the kind
+// (names, UIDs and owners; see watches.go) tells, without a request,
+// whether a foreign object of that name exists; only then is it read, to be
+// reported. Without a metadata cache (Options.Metadata nil) a GET tells.
 func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := getCached(ck.informers, ck.gvr.GroupResource(), want.GetNamespace(), want.GetName())
 	if err == nil {
@@ -279,6 +336,17 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
+	}
+	ckey := createdKey{gvr: ck.gvr, namespace: want.GetNamespace(), name: want.GetName()}
+	if v, ok := c.createdNames.Load(ckey); ok {
+		created := v.(*unstructured.Unstructured)
+		if _, pending := c.recentlyCreated.Load(created.GetUID()); pending {
+			return created, nil
+		}
+		c.createdNames.Delete(ckey)
+	}
+	if ck.names != nil && !nameTaken(ck.names, want.GetNamespace(), want.GetName()) {
+		return nil, nil
 	}
 	live, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -290,12 +358,47 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 	return live, nil
 }
 
+// createdKey names a child stencil created, for recentlyCreated.
+type createdKey struct {
+	gvr             schema.GroupVersionResource
+	namespace, name string
+}
+
+// createByApply creates a child no object of its name is known to hold,
+// with a server-side apply that is not forced. Should a foreign object of
+// that name have appeared since the caches last saw none, the apply fails
+// with a conflict on any field stencil sets that the other writer holds
+// with another value, atomically, instead of overwriting it as a forced
+// apply would; stencil reports OwnershipConflict. (An object that already
+// has a controller cannot get a second one either: the API server refuses
+// two controller references.)
+func (c *Controller) createByApply(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	created, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
+		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) {
+		return nil, true, nil
+	}
+	if err == nil && len(created.GetManagedFields()) > 1 {
+		// It existed, held by others in fields stencil does not set, and is
+		// now co-written: log it loudly; the next sync reports the conflict
+		// if it has another controller.
+		klog.FromContext(ctx).Error(nil, "Created child shares its fields with other writers: it existed before", "kind", want.GetKind(), "child", klog.KObj(want))
+	}
+	return created, false, err
+}
+
 // prune deletes this parent's children that the templates no longer render.
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
-func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) error {
+func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
 	var errs error
-	for _, ck := range c.childKinds() {
+	var pruned []string
+	kinds := c.childKinds()
+	slices.SortStableFunc(kinds, func(a, b *childKind) int {
+		return cmp.Or(cmp.Compare(pruneRank(a.gvk.GroupKind()), pruneRank(b.gvk.GroupKind())),
+			cmp.Compare(a.gvk.String(), b.gvk.String()))
+	})
+	for _, ck := range kinds {
 		inf := informerFor(ck.informers, parent.GetNamespace())
 		if inf == nil {
 			continue
@@ -315,7 +418,7 @@ func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstruct
 				continue
 			}
 			if err := c.mayWrite(); err != nil {
-				return errors.Join(errs, err)
+				return pruned, errors.Join(errs, err)
 			}
 			uid := child.GetUID()
 			err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
@@ -329,11 +432,59 @@ func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstruct
 				continue
 			}
 			c.opts.Metrics.childWrites.WithLabelValues(pk.label, ck.gvk.Kind, verbDelete).Inc()
-			c.recorder.Eventf(parent, corev1.EventTypeNormal, reasonPruned, "Pruned %s/%s", ck.gvk.Kind, child.GetName())
+			pruned = append(pruned, ck.gvk.Kind+"/"+child.GetName())
 			klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.gvk.Kind, "child", klog.KObj(child))
 		}
 	}
-	return errs
+	return pruned, errs
+}
+
+// childChanges are the writes of one sync, recorded as one event.
+type childChanges struct {
+	created, updated, pruned []string
+}
+
+// record records one Normal event naming every child the sync created,
+// updated or pruned, and none for a sync that changed nothing: an event is
+// a request too, and one per child is noise.
+func (ch childChanges) record(recorder record.EventRecorder, parent *unstructured.Unstructured) {
+	var parts []string
+	reasons := map[string]bool{}
+	for _, p := range []struct {
+		reason string
+		names  []string
+	}{{reasonCreated, ch.created}, {reasonUpdated, ch.updated}, {reasonPruned, ch.pruned}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.reason+" "+strings.Join(p.names, ", "))
+			reasons[p.reason] = true
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	reason := reasonUpdated
+	if len(reasons) == 1 {
+		for r := range reasons {
+			reason = r
+		}
+	}
+	recorder.Event(parent, corev1.EventTypeNormal, reason, strings.Join(parts, "; "))
+}
+
+// pruneRank orders prunes so that nothing is left pointing at what is
+// already gone: first what routes or scales to a workload (Ingress,
+// Service, HPA, PDB, NetworkPolicy), then the workloads, then what they
+// use (ConfigMaps, Secrets, claims, accounts, roles), then anything else.
+func pruneRank(gk schema.GroupKind) int {
+	switch gk.Kind {
+	case "Ingress", "HTTPRoute", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor":
+		return 0
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob":
+		return 1
+	case "ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount", "RoleBinding", "Role":
+		return 2
+	}
+	return 3
 }
 
 // stampHash sets the applied-hash annotation on want to a hash of want

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -55,9 +58,37 @@ type parentKind struct {
 
 // childKind is one allowed child kind and its informers.
 type childKind struct {
-	gvk       schema.GroupVersionKind
-	gvr       schema.GroupVersionResource
+	gvk schema.GroupVersionKind
+	gvr schema.GroupVersionResource
+	// informers cache stencil's children (label-filtered), by namespace.
 	informers map[string]cache.SharedIndexInformer
+	// names cache the name and UID of every object of the kind, by
+	// namespace (metadata only, stripped): whether a name is taken by a
+	// foreign object is known without a request. Nil without
+	// Options.Metadata.
+	names map[string]cache.SharedIndexInformer
+}
+
+// nameTaken reports whether the names cache holds an object ns/name.
+func nameTaken(names map[string]cache.SharedIndexInformer, ns, name string) bool {
+	inf := informerFor(names, ns)
+	if inf == nil {
+		return true // unknown: the caller reads the object
+	}
+	_, exists, err := inf.GetIndexer().GetByKey(ns + "/" + name)
+	return exists || err != nil
+}
+
+// stripNames keeps what nameTaken needs of an object's metadata: the
+// garbage collector's approach, at a few hundred bytes per object, so that
+// caching every object of a child kind costs little on a shared cluster.
+func stripNames(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
 }
 
 // builtinGroup reports whether a group belongs to Kubernetes itself (served
@@ -98,6 +129,9 @@ func (c *Controller) makeParentInformers(ctx context.Context, pk *parentKind) er
 	for _, ns := range namespaces {
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, g, ns, 0, cache.Indexers{},
 			func(lo *metav1.ListOptions) { lo.LabelSelector = selector }).Informer()
+		if err := inf.SetTransform(stripParent); err != nil {
+			return fmt.Errorf("informer for %s: %w", g, err)
+		}
 		if _, err := inf.AddEventHandler(c.parentHandler(ctx, g)); err != nil {
 			return fmt.Errorf("adding event handler for %s: %w", g, err)
 		}
@@ -214,9 +248,33 @@ func (c *Controller) refresh(ctx context.Context) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for g, pk := range c.resources {
 		c.refreshLocked(ctx, g, pk)
+	}
+	if len(c.waitingKinds) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	// A child kind was not served: a CRD change may have brought it.
+	if r, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok {
+		r.Reset()
+	}
+	before := len(c.waitingKinds)
+	started, err := c.ensureChildrenLocked(ctx)
+	resolved := len(c.waitingKinds) < before
+	c.mu.Unlock()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Starting child informers")
+		return
+	}
+	if resolved {
+		// Resources that failed for want of the kind render again once
+		// its informers have synced.
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), started...) {
+				c.EnqueueAll()
+			}
+		}()
 	}
 }
 
@@ -341,15 +399,31 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 		if !ok {
 			mapping, err := c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
 			if err != nil {
-				return nil, fmt.Errorf("resolving child kind %s: %w", k, err)
+				// Not served (yet): a custom resource of another operator
+				// whose CRD is not installed is waited for, like a
+				// configured resource; CRD events look again.
+				if !c.waitingKinds[k] {
+					klog.FromContext(ctx).Info("Waiting for child kind to be served", "kind", k.String(), "err", err)
+				}
+				c.waitingKinds[k] = true
+				continue
 			}
+			if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+				if !c.waitingKinds[k] {
+					klog.FromContext(ctx).Error(nil, "Child kind is cluster-scoped and is never written: children live in their custom resource's namespace", "kind", k.String())
+				}
+				c.waitingKinds[k] = true
+				continue
+			}
+			if c.waitingKinds[k] {
+				klog.FromContext(ctx).Info("Serving child kind", "kind", k.String(), "resource", mapping.Resource.String())
+			}
+			delete(c.waitingKinds, k)
 			ck = &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
 		} else {
 			cp := *ck
-			cp.informers = make(map[string]cache.SharedIndexInformer, len(ck.informers))
-			for ns, inf := range ck.informers {
-				cp.informers[ns] = inf
-			}
+			cp.informers = maps.Clone(ck.informers)
+			cp.names = maps.Clone(ck.names)
 			ck = &cp
 		}
 		for ns := range namespaces {
@@ -365,6 +439,9 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 			inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, ck.gvr, ns, 0,
 				cache.Indexers{ownerUIDIndex: indexByOwnerUID},
 				func(lo *metav1.ListOptions) { lo.LabelSelector = managed }).Informer()
+			if err := inf.SetTransform(stripChild); err != nil {
+				return nil, fmt.Errorf("informer for %s: %w", ck.gvr, err)
+			}
 			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
 				return nil, fmt.Errorf("adding event handler for %s: %w", ck.gvr, err)
 			}
@@ -373,6 +450,22 @@ func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.Informer
 			if c.runCtx != nil {
 				go inf.RunWithContext(c.runCtx)
 				started = append(started, inf.HasSynced)
+			}
+			if c.opts.Metadata == nil {
+				continue
+			}
+			if ck.names == nil {
+				ck.names = map[string]cache.SharedIndexInformer{}
+			}
+			names := metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, ck.gvr, ns, 0, cache.Indexers{}, nil).Informer()
+			if err := names.SetTransform(stripNames); err != nil {
+				return nil, fmt.Errorf("names informer for %s: %w", ck.gvr, err)
+			}
+			c.watchErrors(ctx, names, func() bool { return true })
+			ck.names[ns] = names
+			if c.runCtx != nil {
+				go names.RunWithContext(c.runCtx)
+				started = append(started, names.HasSynced)
 			}
 		}
 		c.children[k] = ck

@@ -53,6 +53,12 @@ type Resource struct {
 	Namespaces []string `json:"namespaces,omitempty"`
 	// Selector is a label selector on the custom resources; empty selects all.
 	Selector string `json:"selector,omitempty"`
+	// Children are the child kinds the templates may render, exactly;
+	// empty means Deployment and Service (DefaultChildren).
+	Children []ChildKind `json:"children,omitempty"`
+	// AllowPermissionGrants lets Children list kinds that grant
+	// permissions (Role, RoleBinding); "stencil validate" warns about it.
+	AllowPermissionGrants bool `json:"allowPermissionGrants,omitempty"`
 }
 
 // GVR returns the entry's GroupVersionResource.
@@ -185,7 +191,7 @@ func (d *decoder) addf(entry, field, format string, args ...any) {
 	d.add(entry, field, fmt.Errorf(format, args...))
 }
 
-var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "namespaces", "selector"}
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "namespaces", "selector", "children", "allowPermissionGrants"}
 
 func (d *decoder) decode(cfg *Config, data []byte) {
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -297,6 +303,15 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.StatusTemplate = str("statusTemplate")
 	r.Namespaces = strs("namespaces")
 	r.Selector = str("selector")
+	r.Children = d.decodeChildren(i, entry, m["children"])
+	if v, ok := m["allowPermissionGrants"]; ok && v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			d.addf(entry, "allowPermissionGrants", "must be true or false, not %s", jsonType(v))
+			d.markBad(i, "allowPermissionGrants")
+		}
+		r.AllowPermissionGrants = b
+	}
 	return r
 }
 
@@ -371,6 +386,9 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 		checkFile("statusTemplate", r.StatusTemplate)
 	}
 
+	if !bad["children"] {
+		d.validateChildren(entry, r)
+	}
 	if r.Selector != "" && !bad["selector"] {
 		if _, err := labels.Parse(r.Selector); err != nil {
 			d.add(entry, "selector", fmt.Errorf("%q: %w", r.Selector, err))

@@ -206,3 +206,54 @@ func TestLoadAbsoluteTemplatePath(t *testing.T) {
 		t.Errorf("TemplatePath = %q, want %q", got, abs)
 	}
 }
+
+func TestChildrenChecks(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "t.tmpl"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const head = "resources:\n  - group: apps.example.com\n    version: v1\n    resource: webapps\n    templates: [t.tmpl]\n"
+	tests := []struct {
+		name, children string
+		want           []string // error substrings; none: valid
+		warnings       int
+	}{
+		{"absent: Deployment and Service", "", nil, 0},
+		{"opt-in kinds", "    children:\n      - {apiVersion: v1, kind: ConfigMap}\n      - {apiVersion: policy/v1, kind: PodDisruptionBudget}\n", nil, 0},
+		{"cluster-scoped", "    children:\n      - {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole}\n",
+			[]string{"resources[0] (webapps.v1.apps.example.com): children[0]: ClusterRole.rbac.authorization.k8s.io is cluster-scoped"}, 0},
+		{"namespace", "    children:\n      - {apiVersion: v1, kind: Namespace}\n", []string{"children[0]: Namespace is cluster-scoped"}, 0},
+		{"RoleBinding refused", "    children:\n      - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding}\n",
+			[]string{"children[0]: RoleBinding.rbac.authorization.k8s.io grants permissions", "allowPermissionGrants: true"}, 0},
+		{"RoleBinding allowed explicitly, with a warning", "    allowPermissionGrants: true\n    children:\n      - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding}\n", nil, 1},
+		{"unknown field", "    children:\n      - {apiVersion: v1, kind: ConfigMap, plural: configmaps}\n", []string{`children[0].plural: unknown field "plural"`}, 0},
+		{"missing kind", "    children:\n      - {apiVersion: v1}\n", []string{"children[0]: apiVersion and kind are required"}, 0},
+		{"duplicate", "    children:\n      - {apiVersion: v1, kind: ConfigMap}\n      - {apiVersion: v1, kind: ConfigMap}\n", []string{"children[1]: ConfigMap is also children[0]"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "stencil.yaml")
+			if err := os.WriteFile(path, []byte(head+tt.children), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(path)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				if got := len(cfg.Warnings()); got != tt.warnings {
+					t.Errorf("%d warnings, want %d: %v", got, tt.warnings, cfg.Warnings())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Load succeeded, want errors %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

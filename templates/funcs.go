@@ -2,7 +2,9 @@ package templates
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,6 +92,9 @@ func Funcs() template.FuncMap {
 		"int64":      toInt64,
 		"float64":    toFloat64,
 		"b64enc":     func(s any) string { return base64.StdEncoding.EncodeToString([]byte(toString(s))) },
+		// sha256sum makes a checksum annotation, so that a change of what a
+		// Deployment reads (a ConfigMap's content) rolls its pods.
+		"sha256sum": func(s any) string { sum := sha256.Sum256([]byte(toString(s))); return hex.EncodeToString(sum[:]) },
 	}
 }
 

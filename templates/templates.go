@@ -33,16 +33,14 @@ const (
 	LabelOwnerUID = "stencil.dev/owner-uid"
 )
 
-// DefaultKinds are the child kinds a template may render when Options does
-// not say otherwise.
-var DefaultKinds = []schema.GroupVersionKind{
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Version: "v1", Kind: "Service"},
-}
+// DefaultKinds are the child kinds a template may render when neither the
+// config entry's children list nor Options says otherwise.
+var DefaultKinds = gvr.DefaultChildren
 
 // Options tunes Load.
 type Options struct {
-	// AllowedKinds are the child kinds templates may render; empty means DefaultKinds.
+	// AllowedKinds are the child kinds templates may render when the config
+	// entry lists no children; empty means DefaultKinds.
 	AllowedKinds []schema.GroupVersionKind
 }
 
@@ -73,9 +71,10 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 			break
 		}
 	}
-	s := &Set{res: res, kinds: slices.Clone(opts.AllowedKinds)}
-	if len(s.kinds) == 0 {
-		s.kinds = slices.Clone(DefaultKinds)
+	// The entry's children list decides; Options only when it has none.
+	s := &Set{res: res, kinds: res.ChildGVKs()}
+	if len(res.Children) == 0 && len(opts.AllowedKinds) > 0 {
+		s.kinds = slices.Clone(opts.AllowedKinds)
 	}
 	var errs []error
 	parse := func(field, name string) *template.Template {

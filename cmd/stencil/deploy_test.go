@@ -56,7 +56,11 @@ func TestDeployConfigMatchesExamples(t *testing.T) {
 	if _, err := templates.LoadAll(deployCfg, templates.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	want, err := yaml.Marshal(controller.ClusterRole("stencil", deployCfg, templates.DefaultKinds))
+	role, err := controller.ClusterRole("stencil", deployCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := yaml.Marshal(role)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestVersion(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	stencil(t, "", "validate", "--config", exampleConfig).
-		expect(t, 0, []string{exampleConfig + ": 2 resources, 3 templates, 1 status template OK\n"}, nil)
+		expect(t, 0, []string{exampleConfig + ": 2 resources, 6 templates, 1 status template OK\n"}, nil)
 	stencil(t, "", "validate", "--config", "nope.yaml").expect(t, 2, nil, []string{"nope.yaml"})
 }
 
@@ -98,7 +98,7 @@ func TestValidatePrintsEveryError(t *testing.T) {
 `)
 	r := stencil(t, "", "validate", "--config", cfg)
 	r.expect(t, 2, nil, []string{
-		cfg + `: resources[0] (WebApps.v1.apps.example.com): extra: unknown field "extra"` + " (known: group, version, resource, templates, statusTemplate, namespaces, selector)\n" +
+		cfg + `: resources[0] (WebApps.v1.apps.example.com): extra: unknown field "extra"` + " (known: group, version, resource, templates, statusTemplate, namespaces, selector, children, allowPermissionGrants)\n" +
 			cfg + `: resources[0] (WebApps.v1.apps.example.com): resource: "WebApps": resource must be the lowercase plural as in the CRD, e.g. webapps` + "\n" +
 			cfg + `: resources[0] (WebApps.v1.apps.example.com): templates[1]: gone.tmpl: no such file (looked for ` + filepath.Join(dir, "gone.tmpl") + ")\n" +
 			cfg + `: resources[1] (things.v1.apps.example.com): namespaces[0]: "Bad_NS" is not a valid namespace name`,
@@ -121,13 +121,16 @@ func TestValidatePrintsEveryError(t *testing.T) {
 func TestRenderWebApp(t *testing.T) {
 	r := stencil(t, "", "render", "--config", exampleConfig, "-f", webappSample)
 	r.expect(t, 0, []string{
-		"kind: Deployment", "kind: Service", "---\n",
+		"kind: Deployment", "kind: Service", "kind: ConfigMap", "kind: PodDisruptionBudget", "---\n",
+		"stencil.dev/config-checksum:", "GREETING: hello", "minAvailable: 1",
 		"ownerReferences:", "kind: WebApp", "controller: true", "blockOwnerDeletion: true",
 		"app.kubernetes.io/managed-by: stencil", "stencil.dev/owner-uid:",
 		"namespace: default", "replicas: 2", "image: registry.k8s.io/pause:3.10",
 	}, nil)
-	if n := strings.Count(r.stdout, "ownerReferences:"); n != 2 {
-		t.Errorf("want 2 children with ownerReferences, got %d", n)
+	// Deployment, Service, ConfigMap and PodDisruptionBudget; no HPA
+	// without spec.autoscale.
+	if n := strings.Count(r.stdout, "ownerReferences:"); n != 4 {
+		t.Errorf("want 4 children with ownerReferences, got %d", n)
 	}
 	golden(t, "render-webapp.golden.yaml", r.stdout)
 }
@@ -137,8 +140,8 @@ func TestRenderSeveralDocumentsFromStdin(t *testing.T) {
 	cache := strings.Replace(read(t, cacheSample), "name: cache", "name: cache\n  namespace: team-a", 1)
 	r := stencil(t, "---\n"+web+"---\n"+cache+"---\n", "render", "--config", exampleConfig, "-f", "-", "--namespace", "prod")
 	r.expect(t, 0, []string{"kind: Memcached", "kind: WebApp", "namespace: prod", "namespace: team-a"}, nil)
-	if n := strings.Count(r.stdout, "\n---\n"); n != 2 {
-		t.Errorf("want 3 documents, got %d separators:\n%s", n, r.stdout)
+	if n := strings.Count(r.stdout, "\n---\n"); n != 4 {
+		t.Errorf("want 5 documents (4 children of the WebApp, 1 of the Memcached), got %d separators:\n%s", n, r.stdout)
 	}
 }
 
@@ -147,7 +150,7 @@ func TestRenderErrors(t *testing.T) {
 	noImage := filepath.Join(dir, "noimage.yaml")
 	write(t, noImage, "apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata:\n  name: demo\nspec:\n  replicas: 1\n")
 	stencil(t, "", "render", "--config", exampleConfig, "-f", noImage).
-		expect(t, 1, nil, []string{"WebApp default/demo", `webapp/deployment.yaml.tmpl:32: map has no entry for key "image"`})
+		expect(t, 1, nil, []string{"WebApp default/demo", `webapp/deployment.yaml.tmpl:38: map has no entry for key "image"`})
 
 	other := filepath.Join(dir, "other.yaml")
 	write(t, other, "apiVersion: other.example.com/v1\nkind: Thing\nmetadata:\n  name: x\n")

@@ -32,6 +32,9 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning: "+w)
+	}
 	var nTemplates, nStatus int
 	for _, r := range cfg.Resources {
 		nTemplates += len(r.Templates)
@@ -212,16 +215,16 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, sets, ok := loadConfig(*config, stderr)
+	cfg, _, ok := loadConfig(*config, stderr)
 	if !ok {
 		return exitUsage
 	}
-	// Every set is loaded with the same Options, so they share one kind list.
-	kinds := templates.DefaultKinds
-	if len(sets) > 0 {
-		kinds = sets[0].Kinds()
+	cr, err := controller.ClusterRole(*name, cfg)
+	if err != nil {
+		printErrors(stderr, err)
+		return exitUsage
 	}
-	out, err := yaml.Marshal(controller.ClusterRole(*name, cfg, kinds))
+	out, err := yaml.Marshal(cr)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -98,9 +99,14 @@ func runCommand(args []string) int {
 		return 1
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	meta, err := metadata.NewForConfig(restConfig)
+	if err != nil {
+		logger.Error(err, "Building metadata client")
+		return 1
+	}
 
 	c, err := controller.New(ctx, controller.Options{
-		Config: cfg, Sets: sets, Dynamic: dyn, Kube: kube, Mapper: mapper, Metrics: metrics,
+		Config: cfg, Sets: sets, Dynamic: dyn, Metadata: meta, Kube: kube, Mapper: mapper, Metrics: metrics,
 		Namespace: *namespace, Workers: *workers, ResyncPeriod: *resync,
 		LeaderElection: controller.LeaderElection{Enabled: *leaderElect, Namespace: *leaseNamespace, Name: *leaseName},
 		MetricsAddr:    *metricsAddr, HealthAddr: *healthAddr,

@@ -364,7 +364,7 @@ write_figs() {
 # killed, code 499, or the API server went away, code 0): the server may or
 # may not have made those.
 child_writes() {
-  proxy_writes "$@" | awk '$3 == "apply" && $8 == "false" && ($4 == "deployments" || $4 == "services") {
+  proxy_writes "$@" | awk '$3 == "apply" && $8 == "false" && $4 ~ /^(deployments|services|configmaps|poddisruptionbudgets|horizontalpodautoscalers)$/ {
       k = $4 " " $6; seen[k] = 1
       if ($7 == 201) c[k]++; else if ($7 == 200) u[k]++; else if ($7 == 499 || $7 == 0) l[k]++ }
     END { for (k in seen) print k, c[k] + 0, u[k] + 0, l[k] + 0 }' | sort

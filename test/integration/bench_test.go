@@ -6,21 +6,25 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
-// benchCRs is the number of custom resources BenchmarkConverge creates;
+// benchCRs is the number of WebApps BenchmarkConverge creates;
 // STENCIL_BENCH_CRS overrides it (the plane is sized for 10000).
 func benchCRs(b *testing.B) int {
-	n := 500
+	n := 1000
 	if v := os.Getenv("STENCIL_BENCH_CRS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
@@ -30,10 +34,8 @@ func benchCRs(b *testing.B) int {
 	return n
 }
 
-// createAll creates n WebApps (half) and Memcacheds (half) in ns, with 8
-// parallel clients, and returns how long it took.
-func createAll(ctx context.Context, b *testing.B, dyn dynamic.Interface, ns, prefix string, n int) time.Duration {
-	start := time.Now()
+// createWebApps creates n WebApps in ns with 8 parallel clients.
+func createWebApps(ctx context.Context, b *testing.B, dyn dynamic.Interface, ns string, n int) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 8)
@@ -42,12 +44,9 @@ func createAll(ctx context.Context, b *testing.B, dyn dynamic.Interface, ns, pre
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			res, obj := webapps, cr(webapps, "WebApp", ns, fmt.Sprintf("%s-web-%05d", prefix, i),
+			obj := cr(webapps, "WebApp", ns, fmt.Sprintf("web-%05d", i),
 				map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)})
-			if i%2 == 1 {
-				res, obj = memcacheds, cr(memcacheds, "Memcached", ns, fmt.Sprintf("%s-mc-%05d", prefix, i), map[string]any{"size": int64(1)})
-			}
-			if _, err := dyn.Resource(res).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			if _, err := dyn.Resource(webapps).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 				errs <- err
 			}
 		}()
@@ -57,84 +56,181 @@ func createAll(ctx context.Context, b *testing.B, dyn dynamic.Interface, ns, pre
 	for err := range errs {
 		b.Fatal(err)
 	}
-	return time.Since(start)
 }
 
-func countReady(ctx context.Context, dyn dynamic.Interface, ns string) (int, error) {
-	ready := 0
-	for _, res := range []schema.GroupVersionResource{webapps, memcacheds} {
-		list, err := dyn.Resource(res).Namespace(ns).List(ctx, metav1.ListOptions{})
+func allReady(ctx context.Context, dyn dynamic.Interface, ns string, n int) func() (bool, error) {
+	return func() (bool, error) {
+		list, err := dyn.Resource(webapps).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return 0, err
+			return false, err
 		}
+		ready := 0
 		for i := range list.Items {
 			if isReady(&list.Items[i]) {
 				ready++
 			}
 		}
+		return ready == n, nil
 	}
-	return ready, nil
 }
 
-// BenchmarkConverge measures, on the local plane, how long stencil takes to
-// bring N new custom resources to Ready=True, the writes it spends per CR,
-// and its heap afterwards. The baseline, measured in the same run, is the
-// time the API server alone takes to accept the same N creates: what is left
-// is the controller plus the Deployment controller, scheduler and kwok.
-// Run it with: make bench (STENCIL_BENCH_CRS=10000 for the full size).
+// usage is what the process holds and has spent at one moment.
+type usage struct {
+	heap, rss uint64 // bytes
+	cpu       time.Duration
+}
+
+func measure() usage {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	u := usage{heap: ms.HeapInuse}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseUint(f[1], 10, 64)
+				u.rss = kb << 10
+			}
+		}
+	}
+	return u
+}
+
+// run is one controller's figures on the workload.
+type run struct {
+	name            string
+	ready           time.Duration
+	by              map[string]int
+	writes, reads   int
+	heap, rss       float64 // KiB per resource, growth while it ran
+	cpu             time.Duration
+	resync, restart int
+	events          int
+}
+
+func (r run) perResource(n int) string {
+	keys := make([]string, 0, len(r.by))
+	for k := range r.by {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(r.by[k])/float64(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// BenchmarkConverge measures stencil against the floor, a hand-written
+// client-go controller doing only the minimum for the same WebApp workload
+// (2 server-side applies and 1 status patch per resource; floor_test.go), run
+// back to back on the same plane with the same 2 workers and client limit
+// (100 QPS, burst 150). For each it prints the time from the first create
+// to all N WebApps Ready, the requests per resource by verb and resource
+// through its rate-limited client (events, sent by a client of their own,
+// apart), heap and RSS growth per resource and CPU seconds; for stencil
+// also the writes of a forced resync and of a restart. Heap is the Go heap
+// in use after a GC (both run in this process); RSS growth is the
+// process's, so it includes what the first run left behind. Run it with:
+// make bench (STENCIL_BENCH_CRS=10000 for the full size).
 func BenchmarkConverge(b *testing.B) {
-	cfg := restConfig(b)
+	base := restConfig(b)
+	base.QPS, base.Burst = 100, 150
 	ctx := context.Background()
-	admin := dynamic.NewForConfigOrDie(cfg)
+	admin := dynamic.NewForConfigOrDie(restConfig(b))
 	installCRDs(ctx, b, admin)
 	n := benchCRs(b)
 
 	for b.Loop() {
-		ns := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1000000)
-		newNamespace(ctx, b, admin, ns)
+		stamp := time.Now().UnixNano() % 1000000
+		var runs []run
 
-		// Baseline: the API server alone, no controller running.
-		baseNS := ns + "-base"
-		newNamespace(ctx, b, admin, baseNS)
-		baseline := createAll(ctx, b, admin, baseNS, "base", n)
+		// The floor.
+		{
+			ns := fmt.Sprintf("bench-floor-%d", stamp)
+			newNamespace(ctx, b, admin, ns)
+			cnt := &counter{mutating: map[string]int{}}
+			cfg := rest.CopyConfig(base)
+			cfg.Wrap(cnt.wrap)
+			before := measure()
+			fctx, stop := context.WithCancel(ctx)
+			f := newFloor(cfg, ns)
+			done := make(chan struct{})
+			go func() { f.run(fctx, 2); close(done) }()
+			began := time.Now()
+			createWebApps(ctx, b, admin, ns, n)
+			poll(b, 60*time.Minute, fmt.Sprintf("floor: %d WebApps Ready", n), allReady(ctx, admin, ns, n))
+			ready := time.Since(began)
+			after := measure()
+			stop()
+			<-done
+			writes, by := cnt.snapshot()
+			runs = append(runs, run{name: "floor", ready: ready, by: by, writes: writes, reads: int(cnt.reads.Load()),
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu})
+		}
 
-		cnt := &counter{mutating: map[string]int{}}
-		var before runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		r := start(b, cfg, cnt, ns)
-		created := createAll(ctx, b, admin, ns, "app", n)
-		began := time.Now().Add(-created)
-		poll(b, 30*time.Minute, fmt.Sprintf("%d CRs Ready=True", n), func() (bool, error) {
-			ready, err := countReady(ctx, admin, ns)
-			return ready == n, err
-		})
-		converge := time.Since(began)
-		r.settle(b, 0, n)
-		writes, _ := cnt.snapshot()
-		var after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&after)
+		// stencil.
+		{
+			ns := fmt.Sprintf("bench-stencil-%d", stamp)
+			newNamespace(ctx, b, admin, ns)
+			cnt := &counter{mutating: map[string]int{}}
+			config := filepath.Join(root, "crds", "stencil.yaml")
+			before := measure()
+			r := startWorkers(b, base, cnt, ns, config, 2)
+			began := time.Now()
+			createWebApps(ctx, b, admin, ns, n)
+			poll(b, 60*time.Minute, fmt.Sprintf("stencil: %d WebApps Ready", n), allReady(ctx, admin, ns, n))
+			ready := time.Since(began)
+			r.settle(b, 0, n)
+			after := measure()
+			writes, by := cnt.snapshot()
+			events := by["POST events"] + by["PATCH events"]
+			delete(by, "POST events")
+			delete(by, "PATCH events")
+			sr := run{name: "stencil", ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
 
-		// A resync of the converged set, timed: the steady-state cost.
-		cnt.reset()
-		reconciles := r.counterValue(b, "stencil_reconcile_total")
-		resyncStart := time.Now()
-		r.c.EnqueueAll()
-		r.settle(b, reconciles, n)
-		resync := time.Since(resyncStart)
-		resyncWrites, _ := cnt.snapshot()
-		r.stop(b)
+			cnt.reset()
+			reconciles := r.counterValue(b, "stencil_reconcile_total")
+			r.c.EnqueueAll()
+			r.settle(b, reconciles, n)
+			sr.resync, _ = cnt.snapshot()
+			r.stop(b)
+			cnt.reset()
+			r = startWorkers(b, base, cnt, ns, config, 2)
+			r.settle(b, 0, n)
+			sr.restart, _ = cnt.snapshot()
+			r.stop(b)
+			runs = append(runs, sr)
+		}
 
+		floorRun, st := runs[0], runs[1]
+		ratio := st.ready.Seconds() / floorRun.ready.Seconds()
+		for _, r := range runs {
+			b.Logf("%-7s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s",
+				r.name, n, r.ready.Round(time.Millisecond), float64(r.writes)/float64(n), r.perResource(n),
+				float64(r.reads)/float64(n), float64(r.events)/float64(n), r.heap, r.rss, r.cpu.Seconds())
+		}
+		b.Logf("stencil/floor time to all Ready: %.2fx; stencil writes on resync %d, on restart %d", ratio, st.resync, st.restart)
 		b.ReportMetric(float64(n), "CRs")
-		b.ReportMetric(baseline.Seconds(), "s-baseline-create")
-		b.ReportMetric(converge.Seconds(), "s-to-ready")
-		b.ReportMetric(float64(writes)/float64(n), "writes/CR")
-		b.ReportMetric(resync.Seconds(), "s-resync")
-		b.ReportMetric(float64(resyncWrites), "resync-writes")
-		b.ReportMetric(float64(after.HeapInuse-min(after.HeapInuse, before.HeapInuse))/float64(1<<20), "MiB-heap")
-		b.Logf("%d CRs: API server alone accepted them in %s; stencil brought them to Ready in %s with %.2f writes per CR; resync took %s with %d writes; heap grew %.1f MiB",
-			n, baseline.Round(time.Millisecond), converge.Round(time.Millisecond), float64(writes)/float64(n),
-			resync.Round(time.Millisecond), resyncWrites, float64(after.HeapInuse-min(after.HeapInuse, before.HeapInuse))/float64(1<<20))
+		b.ReportMetric(floorRun.ready.Seconds(), "s-floor")
+		b.ReportMetric(st.ready.Seconds(), "s-stencil")
+		b.ReportMetric(ratio, "x-floor")
+		b.ReportMetric(float64(st.writes)/float64(n), "requests/CR")
+		b.ReportMetric(float64(st.resync), "resync-writes")
+		b.ReportMetric(float64(st.restart), "restart-writes")
+		b.ReportMetric(st.heap, "KiB-heap/CR")
 	}
+}
+
+// kib returns the growth from before to after in KiB per resource.
+func kib(after, before uint64, n int) float64 {
+	if after < before {
+		return 0
+	}
+	return float64(after-before) / 1024 / float64(n)
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What an operator scrapes and probes: /healthz and /readyz answer, and
 # /metrics carries every series DESIGN.md names, stencil's own from start-up
-# (before any resource exists), counting real work once there is some.
+# (before any resource exists), counting real work once there is some, and
+# passes promtool check metrics (the pinned bin/promtool).
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -35,6 +36,15 @@ for name in stencil_reconcile_duration_seconds_count workqueue_depth workqueue_a
   grep -q "^$name[{ ]" <<<"$metrics" || fail "/metrics lacks $name"
 done
 writes=$(metric stencil_child_writes_total)
-expect_eq "stencil_child_writes_total after one WebApp" 2 "$writes"
+# Deployment, Service, ConfigMap and PodDisruptionBudget of the sample.
+expect_eq "stencil_child_writes_total after one WebApp" 4 "$writes"
 ((  $(metric stencil_status_patches_total) >= 1 )) || fail "no status patch counted"
 ok "child writes $writes, status patches $(metric stencil_status_patches_total), reconciles $(metric stencil_reconcile_total), REST requests $(metric rest_client_requests_total); workqueue, rest_client, go and process series present"
+
+step "/metrics passes promtool check metrics (names, types, units, help)"
+promtool="$smoke_root/bin/promtool"
+[ -x "$promtool" ] || fail "$promtool is missing; make smoke builds it (make tools, or make promtool)"
+# http_get prints the whole HTTP response: promtool gets the body only.
+body() { tr -d '\r' | sed '1,/^$/d'; }
+lint=$(scrape_metrics | body | "$promtool" check metrics 2>&1) || fail "promtool check metrics found problems: $lint"
+ok "promtool check metrics: no problems in $(grep -c '^[a-z]' <<<"$metrics") samples of $(grep -c '^# TYPE' <<<"$metrics") metrics"

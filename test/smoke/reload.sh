@@ -24,6 +24,16 @@ kill -0 "$pid" || fail "stencil exited"
 expect_eq "stencil_config_last_reload_successful" 1 "$(metric stencil_config_last_reload_successful)"
 ok "template edit on disk -> service/demo updated in ${edit_ms} ms (poll every 1s), same pid $pid"
 
+step "a label removed from the template disappears from the child"
+# Server-side apply drops what stencil's apply entry held and the new render
+# no longer sets.
+sed -i '/app.kubernetes.io\/component: frontend/d' "$CONFIG_DIR/webapp/service.yaml.tmpl"
+unlabelled() { [ -z "$(kn get service/demo -o jsonpath='{.metadata.labels.app\.kubernetes\.io/component}')" ]; }
+wait_for 30 "the component label to leave service/demo" unlabelled
+sed -i 's|^    app.kubernetes.io/instance: {{ .Name \| quote }}$|&\n    app.kubernetes.io/component: frontend|' "$CONFIG_DIR/webapp/service.yaml.tmpl"
+wait_for 30 "service/demo to carry the label again" relabelled
+ok "label removed from the template: gone from service/demo; put back: back"
+
 step "a broken config is rejected whole; the old one keeps serving"
 cp "$CONFIG_DIR/stencil.yaml" "$CONFIG_DIR/stencil.yaml.good"
 sed -i 's|resource: webapps |resource: WebApps |; s|resource: webapps$|resource: WebApps|' "$CONFIG_DIR/stencil.yaml"

@@ -11,7 +11,7 @@ use_namespace renderfail
 install_crds
 copy_config
 tmpl="$CONFIG_DIR/webapp/deployment.yaml.tmpl"
-sed -i 's/{{- if hasKey .Spec "replicas" }}/{{- if true }}/; s/{{ .Spec.replicas | int64 }}/{{ .Spec.replicas }}/' "$tmpl"
+sed -i 's/{{- if and (hasKey .Spec "replicas") (not (hasKey .Spec "autoscale")) }}/{{- if true }}/; s/{{ .Spec.replicas | int64 }}/{{ .Spec.replicas }}/' "$tmpl"
 grep -q 'replicas: {{ .Spec.replicas }}' "$tmpl" || fail "could not edit $tmpl"
 line=$(grep -n 'replicas: {{ .Spec.replicas }}' "$tmpl" | cut -d: -f1)
 start_stencil --config "$CONFIG_DIR/stencil.yaml"

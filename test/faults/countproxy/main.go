@@ -60,12 +60,18 @@ func (r record) write() bool {
 	return false
 }
 
+// childResources are the kinds the example config renders.
+var childResources = map[string]bool{
+	"deployments": true, "services": true, "configmaps": true,
+	"poddisruptionbudgets": true, "horizontalpodautoscalers": true,
+}
+
 // category sorts a successful write by what it touched.
 func (r record) category() string {
 	switch {
 	case strings.HasSuffix(r.resource, "/status"):
 		return "status"
-	case r.resource == "deployments" || r.resource == "services" || r.resource == "configmaps":
+	case childResources[r.resource]:
 		return "child"
 	case r.resource == "events":
 		return "event"
