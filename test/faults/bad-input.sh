@@ -79,6 +79,10 @@ np=$((30000 + RANDOM % 2700))
   printf 'apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: %s}\nspec: {size: 1}\n---\n' "$long_mc"
   webapp wa-big-1mib "$(padded 1048576)" 0 "$good"
   echo ---
+  # 1.1 MiB of settings: the WebApp is stored, its ConfigMap is over the
+  # 1 MiB a ConfigMap may hold.
+  printf 'apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata: {name: wa-big-config}\nspec: {image: registry.k8s.io/pause:3.10, replicas: 1, config: {A: "%s", B: "%s"}}\n---\n' \
+    "$(head -c 600000 /dev/zero | tr '\0' 'a')" "$(head -c 600000 /dev/zero | tr '\0' 'b')"
   webapp too-big "$(padded "$too_big")" 0
   echo ---
   webapp wa-space-image " registry.k8s.io/pause:3.10" 1
@@ -110,6 +114,8 @@ wait_for 60 "the 253-character Memcached to fail to render" says "memcached/$lon
   'label app.kubernetes.io/instance=' 'must be no more than 63'
 wait_for 60 "the 1.5 MiB WebApp's Deployment to be refused" says webapp/too-big ApplyFailed \
   'applying Deployment/too-big' 'etcdserver: request is too large'
+wait_for 60 "the 1.1 MiB config to be refused" says webapp/wa-big-config ApplyFailed \
+  'applying ConfigMap/wa-big-config-config' 'Too long: may not be more than 1048576 bytes'
 wait_for 60 "the second nodePort to be refused" says webapp/wa-np-b ApplyFailed \
   'Service/wa-np-b' "spec.ports[0].nodePort: Invalid value: $np" 'already allocated'
 wait_for 120 "the image with a space to be reported" says webapp/wa-space-image Progressing \
@@ -126,7 +132,7 @@ expect_eq "panics in the log" 0 "$panics"
 # the events of its own first sync (a sibling child created, its status
 # written, a conflict on that write retried), at most 3 times in all; then
 # not before the resource changes or the periodic resync.
-sends=$(proxy_writes 0 | awk '($6 == "too-big" && $4 == "deployments") || ($6 == "wa-np-b" && $4 == "services") { n[$4 "/" $6]++ }
+sends=$(proxy_writes 0 | awk '($6 == "too-big" && $4 == "deployments") || ($6 == "wa-np-b" && $4 == "services") || ($6 == "wa-big-config-config" && $4 == "configmaps") { n[$4 "/" $6]++ }
   END { for (k in n) printf "%s %d\n", k, n[k] }')
 awk '$2 > 3 { bad = bad $0 "; " } END { if (bad != "") { print bad; exit 1 } }' <<<"$sends" >/dev/null ||
   fail "retry storm: refused children sent more than 3 times: $sends"
@@ -134,6 +140,6 @@ sends=$(tr '\n' ' ' <<<"$sends")
 ok "same pid $pid, 0 panics; refused children sent: $sends(bound 3 each)"
 
 QUIET_REPLICAS=a quiet_window --expect "$long_wa=RenderFailed" --expect "$long_mc=RenderFailed" \
-  --expect too-big=ApplyFailed --expect wa-np-b=ApplyFailed --expect wa-space-image=Progressing
+  --expect too-big=ApplyFailed --expect wa-np-b=ApplyFailed --expect wa-big-config=ApplyFailed --expect wa-space-image=Progressing
 for r in "${refused[@]}"; do echo "[$SCENARIO] refused: $r"; done
-figures "${#refused[@]} inputs refused or pruned by the API server (unicode label, unicode name, 100-deep spec, nodePort with ClusterIP; pruned without strict validation); RenderFailed for 253-character names (WebApp, Memcached), ApplyFailed (Stalled) for a $((too_big / 1024)) KiB spec (etcd: request is too large) and a taken nodePort, Progressing naming spec.containers[0].image for an image with a space; a 1 MiB spec and a unicode image Ready; refused children sent ${sends}times (bound 3), 0 panics, same pid; $QUIET_FIGS; $CHECKED"
+figures "${#refused[@]} inputs refused or pruned by the API server (unicode label, unicode name, 100-deep spec, nodePort with ClusterIP; pruned without strict validation); RenderFailed for 253-character names (WebApp, Memcached), ApplyFailed (Stalled) for a 1.1 MiB spec.config (its ConfigMap: Too long), a $((too_big / 1024)) KiB spec (etcd: request is too large) and a taken nodePort, Progressing naming spec.containers[0].image for an image with a space; a 1 MiB spec and a unicode image Ready; refused children sent ${sends}times (bound 3), 0 panics, same pid; $QUIET_FIGS; $CHECKED"
