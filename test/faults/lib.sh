@@ -5,7 +5,7 @@
 #   start_replica a                # stencil run, through the proxy's listener a
 #   apply_workload 1               # 100 WebApps + 100 Memcacheds
 #   ... the fault ...
-#   wait_recovered "$fault_end"    # all Ready at their generation: RECOVERED_MS
+#   wait_recovered                 # all Ready at their generation: RECOVERED_MS
 #   quiet_window                   # invariants, then 60 s with no write
 #   figures "..."                  # the scenario's line in the summary
 #
@@ -23,7 +23,14 @@
 #   rendered content, no orphan, no foreign object touched, every write in
 #   the scenario's namespace.
 # - The no-hot-loop window: the 60 s after recovery must see no write at all
-#   from stencil (child, status, event), Lease renewals aside (counted).
+#   from stencil (child, status, event, not even a refused one), Lease
+#   renewals aside (counted).
+# - The plane's processes: stop_component NAME SIGNAL and restart_component
+#   NAME (with test/cluster/components.sh, the flags up.sh starts them with);
+#   whatever a scenario stopped is started again when it exits.
+#
+# STENCIL_FAULTS_WORKLOAD (default 200) and STENCIL_FAULTS_QUIET (seconds,
+# default 60) resize the workload and the window, for a quick look.
 #
 # The workload is WORKLOAD custom resources (default 200), half WebApps
 # (wa-NNN) and half Memcacheds (mc-NNN), one replica each, labelled
@@ -134,14 +141,6 @@ writes_at_least() {
   local got
   got=$(fig "$1" "$(proxy_summary 0 "" "${3:-}")")
   ((got >= $2)) || { echo "$1 is $got, want >= $2"; return 1; }
-}
-
-# written_since SINCE_MS KEY N [TAG] succeeds once KEY counts N or more
-# since SINCE_MS (for wait_for).
-written_since() {
-  local got
-  got=$(fig "$2" "$(proxy_summary "$1" "" "${4:-}")")
-  ((got >= $3)) || { echo "$2 is $got since $1, want >= $3"; return 1; }
 }
 
 # make_foreign creates objects stencil must never touch: a Deployment, a
@@ -265,12 +264,6 @@ wait_replica_exit() {
 kill_replica() {
   signal_replica "$1" KILL
   wait_replica_exit "$1" 10
-}
-
-# replica_metric TAG NAME prints the sum of metric NAME of replica TAG.
-replica_metric() {
-  http_get "${RMETRICS[$1]}" /metrics |
-    awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d", s }'
 }
 
 # workload GEN [N] prints the workload: WORKLOAD/2 WebApps and as many
