@@ -39,8 +39,8 @@ run: cluster-up build ## Install crds/, run the controller with crds/stencil.yam
 	$(CLUSTER)/run.sh
 
 # Runs every phase even when one fails, times each, and fails if any failed.
-test: ## Run unit, integration and smoke tests, then rbac-check and monitoring-check (make faults runs apart, for now)
-	@rc=0; for t in unit integration smoke rbac-check monitoring-check; do \
+test: ## Run unit, integration, smoke and fault tests, then rbac-check and monitoring-check
+	@rc=0; for t in unit integration smoke faults rbac-check monitoring-check; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$t; then r=passed; else r=FAILED; rc=1; fi; \
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \
@@ -62,7 +62,7 @@ smoke: tools build ## Run the kubectl scenarios test/smoke/*.sh against the loca
 # Scenario names for make faults, e.g. FAULTS=stencil-kill; empty runs them all.
 FAULTS ?=
 
-faults: tools build ## Run the fault scenarios test/faults/*.sh against the local plane, one at a time (FAULTS=name to pick; not yet in make test)
+faults: tools build ## Run the fault scenarios test/faults/*.sh against the local plane, one at a time (FAULTS=name to pick)
 	$(GO) build -o bin/countproxy ./test/faults/countproxy
 	$(GO) build -o bin/faultcheck ./test/faults/faultcheck
 	$(WITH_CLUSTER) $(CLUSTER)/faults.sh $(FAULTS)
