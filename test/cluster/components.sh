@@ -76,7 +76,15 @@ start_component() {
         --profiling=false
       ;;
     kube-controller-manager)
+      # A node is marked NotReady (and every pod on it) only after 3 minutes
+      # without a heartbeat, not the default 50 s: the nodes are kwok's, and
+      # what stops their heartbeats here is the control plane itself being
+      # down (the fault suite stops the API server and etcd for 20-45 s),
+      # after which the controller manager's informers catch up late and it
+      # saw no renewal for 50 s. Pods marked so would flip the workload's
+      # readiness well after the plane is back, which no test is about.
       launch kube-controller-manager \
+        --node-monitor-grace-period=180s \
         --kubeconfig="$pki/kube-controller-manager.kubeconfig" \
         --authentication-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
         --authorization-kubeconfig="$pki/kube-controller-manager.kubeconfig" \

@@ -233,7 +233,7 @@ last_write() {
 # successful child write in the period: when stencil had written every
 # child; what follows is waiting for the cluster to make them ready.
 last_child_write() {
-  proxy_writes "$1" "$2" | awk '$4 ~ /^(deployments|services|configmaps|poddisruptionbudgets|horizontalpodautoscalers)$/ && $7 ~ /^2/ { t = $1 } END { print t + 0 }'
+  proxy_writes "$1" "$2" | awk '$4 ~ /^(deployments|services|configmaps|poddisruptionbudgets|horizontalpodautoscalers)$/ && $7 ~ /^2/ { t = $1 } END { print t }'
 }
 
 # lease_holder prints the holder of the scenario's leader-election Lease.
