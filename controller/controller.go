@@ -180,6 +180,7 @@ type Controller struct {
 	recentlyCreated sync.Map // types.UID -> createdKey
 	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
 	statusMemo      statusMemo
+	terminating     terminatingNamespaces
 	health          *health
 	// fence, under leader election, says whether this replica may still
 	// write (see leaseFence); nil without leader election.

@@ -73,7 +73,7 @@ type drift struct {
 // detectDrift compares the live child with the render want, whose hash is
 // hash, through the applied-hash annotation and stencil's managed fields.
 func detectDrift(live, want *unstructured.Unstructured, hash string) drift {
-	entries := live.GetManagedFields()
+	entries := managedFieldsOf(live)
 	mine := fieldSetOf(entries, func(e metav1.ManagedFieldsEntry) bool { return isStencilApply(e) })
 	if live.GetAnnotations()[annotationAppliedHash] != hash {
 		hashPath := []string{"f:metadata", "f:annotations", "f:" + annotationAppliedHash}

@@ -167,10 +167,19 @@ func TestDetectDrift(t *testing.T) {
 				_, err := stampHash(want)
 				must(t, err)
 			}
-			got := detectDrift(live, want, want.GetAnnotations()[annotationAppliedHash])
-			if got.kind != tt.want || got.manager != tt.manager {
-				t.Errorf("detectDrift = %s (field %q, manager %q), want %s (manager %q); managers %v",
-					got.kind, got.path, got.manager, tt.want, tt.manager, managersOf(live))
+			// The verdict is the same on the object as the server sends it
+			// and as the child cache keeps it (field sets as JSON text).
+			cached, err := stripChild(live.DeepCopy())
+			must(t, err)
+			if _, isText := cached.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["managedFields"].([]any)[0].(map[string]any)["fieldsV1"].(string); !isText {
+				t.Fatal("stripChild left the field sets as trees")
+			}
+			for form, obj := range map[string]*unstructured.Unstructured{"as sent": live, "as cached": cached.(*unstructured.Unstructured)} {
+				got := detectDrift(obj, want, want.GetAnnotations()[annotationAppliedHash])
+				if got.kind != tt.want || got.manager != tt.manager {
+					t.Errorf("%s: detectDrift = %s (field %q, manager %q), want %s (manager %q); managers %v",
+						form, got.kind, got.path, got.manager, tt.want, tt.manager, managersOf(live))
+				}
 			}
 		})
 	}

@@ -166,7 +166,7 @@ var standardStatusFields = map[string]bool{
 // statusFieldsOf lists the top-level status fields that stencil's own status
 // writes hold, from the resource's managedFields.
 func statusFieldsOf(parent *unstructured.Unstructured) map[string]bool {
-	set := fieldSetOf(parent.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+	set := fieldSetOf(managedFieldsOf(parent), func(e metav1.ManagedFieldsEntry) bool {
 		return e.Manager == FieldManager && e.Subresource == "status"
 	})
 	out := map[string]bool{}

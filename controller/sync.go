@@ -145,6 +145,13 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 	var conflicts []string
 	var applyErr error
 	var changes childChanges
+	if left, ok := c.terminating.left(parent.GetNamespace()); ok {
+		// Its namespace is being deleted and takes it along; look again
+		// once the memory of that expires, in case it is still there.
+		logger.V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
+		c.queue.AddAfter(key, left)
+		return nil
+	}
 
 	for i, want := range desired {
 		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
@@ -173,6 +180,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			created, conflict, err := c.createByApply(ctx, ck, want)
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+				c.terminating.mark(want.GetNamespace())
 				return nil
 			}
 			if conflict {
@@ -237,6 +245,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			// The namespace is going away and takes the resource with it:
 			// nothing to repair, and nothing worth retrying.
 			logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+			c.terminating.mark(want.GetNamespace())
 			return nil
 		}
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,6 +188,7 @@ func BenchmarkConverge(b *testing.B) {
 			ready := time.Since(began)
 			r.settle(b, 0, n)
 			after := measure()
+			writeHeapProfile(b)
 			writes, by := cnt.snapshot()
 			events := by["POST events"] + by["PATCH events"]
 			delete(by, "POST events")
@@ -224,6 +226,23 @@ func BenchmarkConverge(b *testing.B) {
 		b.ReportMetric(float64(st.resync), "resync-writes")
 		b.ReportMetric(float64(st.restart), "restart-writes")
 		b.ReportMetric(st.heap, "KiB-heap/CR")
+	}
+}
+
+// writeHeapProfile writes the heap profile to $STENCIL_BENCH_HEAPPROFILE,
+// when set, for go tool pprof: what stencil's converged caches hold.
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("STENCIL_BENCH_HEAPPROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }
 
