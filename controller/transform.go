@@ -9,14 +9,29 @@ import (
 
 // Lean caches: the informers keep only what stencil reads. Drift is decided
 // from the applied hash and managedFields, never by comparing values, so a
-// child's spec is not needed in the cache, except the few fields readiness
-// (kstatus) reads; pod templates, ConfigMap and Secret data, and the
-// last-applied annotation of kubectl go. A custom resource keeps its spec
-// (it is rendered) but only stencil's own managedFields entries. The rare
-// path that needs a whole child (the dry-run comparison) reads it from the
-// API server.
+// child's content is not needed in the cache, except the few spec fields
+// and the status that readiness (kstatus) reads: pod templates, ConfigMap
+// and Secret data, annotations other than the applied hash, and condition
+// timestamps go, and the managedFields field sets are kept as JSON text,
+// decoded only when a sync needs them. A custom resource keeps its spec (it
+// is rendered) but only stencil's own managedFields entries. The rare path
+// that needs a whole child (the dry-run comparison) reads it from the API
+// server.
 
 const annotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// readinessSpec are the spec fields kstatus reads (sigs.k8s.io/cli-utils
+// pkg/kstatus/status/core.go: replicas, update strategy and progress
+// deadline of workloads, a Job's parallelism and completions, a Service's
+// type and cluster IP); a cached child keeps only these of its spec.
+var readinessSpec = map[string]bool{
+	"replicas": true, "updateStrategy": true, "progressDeadlineSeconds": true,
+	"parallelism": true, "completions": true, "type": true, "clusterIP": true,
+}
+
+// conditionTimes are the timestamps of status conditions: readiness reads
+// a condition's type, status, reason and message, never when it changed.
+var conditionTimes = []string{"lastTransitionTime", "lastUpdateTime", "lastProbeTime", "lastHeartbeatTime"}
 
 // stripChild is the transform of the child informers.
 func stripChild(obj any) (any, error) {
@@ -24,19 +39,33 @@ func stripChild(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	dropLastApplied(u)
+	keepAnnotations(u, annotationAppliedHash)
 	compactManagedFields(u)
-	gk := u.GroupVersionKind().GroupKind()
-	switch gk.String() {
-	case "Deployment.apps", "StatefulSet.apps", "DaemonSet.apps", "ReplicaSet.apps", "Job.batch":
-		// kstatus reads replicas, strategies and counts, never the pods.
-		unstructured.RemoveNestedField(u.Object, "spec", "template")
-	case "CronJob.batch":
-		unstructured.RemoveNestedField(u.Object, "spec", "jobTemplate")
-	case "ConfigMap", "Secret":
-		delete(u.Object, "data")
-		delete(u.Object, "binaryData")
-		delete(u.Object, "stringData")
+	if spec, ok := u.Object["spec"].(map[string]any); ok {
+		for k := range spec {
+			if !readinessSpec[k] {
+				delete(spec, k)
+			}
+		}
+	}
+	if st, ok := u.Object["status"].(map[string]any); ok {
+		conds, _ := st["conditions"].([]any)
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok {
+				for _, k := range conditionTimes {
+					delete(m, k)
+				}
+			}
+		}
+	}
+	// Top-level content outside spec and status (a ConfigMap's or Secret's
+	// data, a PDB's nothing, an RBAC object's rules) is never read either.
+	for k := range u.Object {
+		switch k {
+		case "apiVersion", "kind", "metadata", "spec", "status":
+		default:
+			delete(u.Object, k)
+		}
 	}
 	return u, nil
 }
@@ -118,6 +147,21 @@ func managedFieldsOf(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
 		out = append(out, entry)
 	}
 	return out
+}
+
+// keepAnnotations drops every annotation of u but keep: a child's other
+// annotations (its template's, other controllers') are nothing stencil
+// reads from the cache.
+func keepAnnotations(u *unstructured.Unstructured, keep string) {
+	a := u.GetAnnotations()
+	if len(a) == 0 || (len(a) == 1 && a[keep] != "") {
+		return
+	}
+	if v, ok := a[keep]; ok {
+		u.SetAnnotations(map[string]string{keep: v})
+	} else {
+		u.SetAnnotations(nil)
+	}
 }
 
 func dropLastApplied(u *unstructured.Unstructured) {

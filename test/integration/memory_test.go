@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -29,8 +30,8 @@ import (
 // for nothing) and then on STENCIL_BENCH_CRS converged WebApps; memory per
 // resource is the difference divided by N. The baseline runs first and
 // converges the WebApps; the current binary then starts on them. Heap is
-// go_memstats_heap_inuse_bytes, the least of 10 samples a second apart (the
-// sample after a GC is closest to what is live), RSS is VmRSS.
+// the live heap at the first garbage collection after settling (see
+// process.memory), RSS is VmRSS at that moment.
 func BenchmarkMemory(b *testing.B) {
 	current, baseline := os.Getenv("STENCIL_BENCH_BIN"), os.Getenv("STENCIL_BENCH_BASELINE_BIN")
 	baselineConfig := os.Getenv("STENCIL_BENCH_BASELINE_CONFIG")
@@ -146,7 +147,7 @@ func (p *process) scrape() (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var parser expfmt.TextParser
+	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil, err
@@ -193,19 +194,26 @@ func (p *process) settle(b *testing.B, n int) {
 	})
 }
 
-// memory returns the least heap in use of 10 samples a second apart and the
-// process's RSS.
+// memory waits for the process's next garbage collection (the runtime
+// forces one at least every 2 minutes) and returns its live heap as that
+// collection measured it, and the process's RSS. The live heap is the next
+// GC goal halved: with GOGC=100 the goal is twice what the collection found
+// live (stacks and globals aside), whereas heap in use swings between 1x and
+// 2x of it depending on when the last collection ran.
 func (p *process) memory(b *testing.B) (heap, rss uint64) {
 	b.Helper()
-	heap = ^uint64(0)
-	for range 10 {
-		m, err := p.scrape()
-		if err != nil {
-			b.Fatalf("%s: %v", p.name, err)
-		}
-		heap = min(heap, uint64(m["go_memstats_heap_inuse_bytes"]))
-		time.Sleep(time.Second) // sampling interval, not a wait for the controller
+	m, err := p.scrape()
+	if err != nil {
+		b.Fatalf("%s: %v", p.name, err)
 	}
+	before := m["go_memstats_last_gc_time_seconds"]
+	poll(b, 3*time.Minute, p.name+": a garbage collection after settling", func() (bool, error) {
+		if m, err = p.scrape(); err != nil {
+			return false, err
+		}
+		return m["go_memstats_last_gc_time_seconds"] > before, nil
+	})
+	heap = uint64(m["go_memstats_next_gc_bytes"] / 2)
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
