@@ -78,12 +78,12 @@ func BenchmarkMemory(b *testing.B) {
 			name string
 			f    figures
 		}{{"baseline", old}, {"current", cur}} {
-			b.Logf("%-8s empty: heap %.1f MiB, RSS %.1f MiB; %d WebApps: heap %.1f MiB, RSS %.1f MiB; per resource: heap %.1f KiB, RSS %.1f KiB",
+			b.Logf("%-8s empty: live heap %.1f MiB, RSS %.1f MiB; %d WebApps: live heap %.1f MiB, RSS %.1f MiB; per resource: live heap %.1f KiB, RSS %.1f KiB",
 				r.name, mib(r.f.heap0), mib(r.f.rss0), n, mib(r.f.heap), mib(r.f.rss), per(r.f.heap, r.f.heap0), per(r.f.rss, r.f.rss0))
 		}
 		heapRatio := per(cur.heap, cur.heap0) / per(old.heap, old.heap0)
 		rssRatio := per(cur.rss, cur.rss0) / per(old.rss, old.rss0)
-		b.Logf("current/baseline memory per resource: heap %.2fx, RSS %.2fx", heapRatio, rssRatio)
+		b.Logf("current/baseline memory per resource: live heap %.2fx, RSS %.2fx", heapRatio, rssRatio)
 		b.ReportMetric(float64(n), "CRs")
 		b.ReportMetric(per(old.heap, old.heap0), "KiB-heap/CR-baseline")
 		b.ReportMetric(per(cur.heap, cur.heap0), "KiB-heap/CR")
