@@ -18,12 +18,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
 // floor is the baseline of BenchmarkConverge: a hand-written client-go
 // controller for WebApps that does exactly the minimum, 2 server-side
-// applies (a Deployment and a Service) and 1 status patch (Ready, once the
-// Deployment is available) per resource, with the same workers and client
+// applies (a Deployment and a Service) and 1 status patch (Ready, once
+// kstatus says the Deployment is Current, stencil's rule) per resource, with
+// the same workers and client
 // limits as stencil. It has no templates, drift detection, pruning,
 // conflict checks or events: it is the floor stencil is measured against,
 // not a controller to copy.
@@ -127,11 +129,13 @@ func (f *floor) sync(ctx context.Context, name string) error {
 	if err != nil || !ok {
 		return err
 	}
-	d := dobj.(*unstructured.Unstructured)
-	available, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
-	observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
-	if available < 1 || observed < d.GetGeneration() {
-		return nil // the Deployment's next event comes back here
+	// Ready by the same rule as stencil's, kstatus (Flux's and Helm's):
+	// a Deployment is Current once its rollout is complete (Progressing
+	// with NewReplicaSetAvailable), which comes one Deployment status
+	// update after it is first available.
+	res, err := status.Compute(dobj.(*unstructured.Unstructured))
+	if err != nil || res.Status != status.CurrentStatus {
+		return err // the Deployment's next event comes back here
 	}
 	patch, _ := json.Marshal(map[string]any{"status": map[string]any{
 		"observedGeneration": wa.GetGeneration(),

@@ -303,7 +303,10 @@ func (r *running) counterValue(t testing.TB, name string) float64 {
 // before and its queue is empty.
 func (r *running) settle(t testing.TB, before float64, n int) {
 	t.Helper()
-	poll(t, 2*time.Minute, fmt.Sprintf("%d reconciles and an empty queue", n), func() (bool, error) {
+	// 2 workers reconcile a converged resource in a few milliseconds:
+	// 10,000 of them (make bench's full size) take minutes.
+	timeout := 2*time.Minute + time.Duration(n)*30*time.Millisecond
+	poll(t, timeout, fmt.Sprintf("%d reconciles and an empty queue", n), func() (bool, error) {
 		return r.counterValue(t, "stencil_reconcile_total")-before >= float64(n) &&
 			r.counterValue(t, "workqueue_depth") == 0 &&
 			r.counterValue(t, "workqueue_unfinished_work_seconds") == 0, nil

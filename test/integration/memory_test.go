@@ -64,8 +64,9 @@ func BenchmarkMemory(b *testing.B) {
 			if converge {
 				createWebApps(ctx, b, admin, full, n)
 			}
+			w := watchReady(ctx, b, admin, full, n)
 			p = startProcess(b, name, bin, config, full)
-			poll(b, 60*time.Minute, fmt.Sprintf("%s: %d WebApps Ready", name, n), allReady(ctx, admin, full, n))
+			w.wait(b, name, 60*time.Minute)
 			p.settle(b, n)
 			f.heap, f.rss = p.memory(b)
 			p.stop(b)
