@@ -185,23 +185,29 @@ func classify(r *http.Request) record {
 	return rec
 }
 
-// recorder captures the status code of a proxied response; code 0 means
-// the API server could not be reached, 499 that the client went away first.
+// recorder captures the status code of a proxied response. The request is
+// recorded when the proxy is done with it, so that an answer whose header
+// went out but whose body did not (the API server died mid-answer; the
+// client sees an error, not the code) counts as lost: code 0, like an API
+// server that could not be reached; 499 means the client went away first.
 type recorder struct {
 	http.ResponseWriter
-	done func(code int)
+	code int
+	// set: code is final (a header went out, or the error handler chose).
+	set bool
+	// header: the upstream answer's header went out to the client.
+	header bool
 }
 
 func (w *recorder) WriteHeader(code int) {
-	if w.done != nil {
-		w.done(code)
-		w.done = nil
+	if !w.set {
+		w.code, w.set, w.header = code, true, true
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *recorder) Write(b []byte) (int, error) {
-	if w.done != nil {
+	if !w.set {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
@@ -311,14 +317,12 @@ func main() {
 				// transport error from an answer, and treats them differently
 				// (client-go's event recorder retries the first, drops the
 				// second).
-				if rw, ok := w.(*recorder); ok && rw.done != nil {
-					code := 0
+				if rw, ok := w.(*recorder); ok && !rw.set {
+					rw.code, rw.set = 0, true
 					if r.Context().Err() != nil {
 						// The client went away first (killed, or it gave up).
-						code = 499
+						rw.code = 499
 					}
-					rw.done(code)
-					rw.done = nil
 				}
 				panic(http.ErrAbortHandler)
 			},
@@ -348,14 +352,22 @@ func main() {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			rec := classify(r)
 			rec.tag = tag
-			rw := &recorder{ResponseWriter: w, done: func(code int) {
-				rec.at, rec.code = time.Now(), code
-				requests.add(rec)
-			}}
+			rw := &recorder{ResponseWriter: w}
 			defer func() {
-				if rw.done != nil {
+				aborted := recover()
+				switch {
+				case !rw.set:
 					// No response at all (the client went away first): 499, as nginx says.
-					rw.done(499)
+					rw.code = 499
+				case aborted != nil && rw.header && rec.verb != "watch":
+					// The header went out, the body was cut short: the
+					// client got an error, whatever the server did.
+					rw.code = 0
+				}
+				rec.at, rec.code = time.Now(), rw.code
+				requests.add(rec)
+				if aborted != nil {
+					panic(aborted)
 				}
 			}()
 			proxy.ServeHTTP(rw, r)
