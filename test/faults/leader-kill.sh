@@ -31,7 +31,7 @@ ok "a killed after $(fig child "$(proxy_summary "$t0" "$fault_start" a)") child 
 
 step "b takes over within the lease duration"
 wait_for 60 "b to hold the Lease" lease_held_by b
-acquired=$(proxy_writes "$fault_start" "" b | awk '$4 == "leases" && $7 ~ /^2/ { print $1; exit }')
+acquired=$(proxy_writes "$fault_start" "" b | awk '$4 == "leases" && $7 ~ /^2/ && !found { print $1; found = 1 }')
 b_wrote() { [ -n "$(first_write b "$fault_start")" ]; }
 wait_for 30 "b to write" b_wrote
 took_over=$(first_write b "$fault_start")

@@ -34,7 +34,7 @@ ok "a paused after $(fig child "$(proxy_summary "$t0" "$fault_start" a)") child 
 
 step "b takes over and works while a is paused"
 wait_for 60 "b to hold the Lease" lease_held_by b
-acquired=$(proxy_writes "$fault_start" "" b | awk '$4 == "leases" && $7 ~ /^2/ { print $1; exit }')
+acquired=$(proxy_writes "$fault_start" "" b | awk '$4 == "leases" && $7 ~ /^2/ && !found { print $1; found = 1 }')
 wait_for 60 "b to have written 20 children" writes_at_least child 20 b
 ok "b acquired the Lease $(secs "$fault_start" "$acquired")s after a was paused"
 

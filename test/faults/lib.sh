@@ -73,6 +73,8 @@ use_namespace() {
   NS="faults-$1-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   WORK=$(mktemp -d)
   trap _faults_cleanup EXIT
+  # set -e ends a scenario at any failing command: say which.
+  trap 'rc=$?; echo "[$SCENARIO] FAIL: line $LINENO exited $rc: $BASH_COMMAND" >&2' ERR
   # The runner's timeout sends SIGTERM: clean up then too.
   trap 'exit 143' TERM
   k create namespace "$NS" >/dev/null
@@ -219,8 +221,11 @@ leader_tag() {
 
 # first_write TAG SINCE_MS prints the time (ms) of replica TAG's first
 # successful write other than a Lease write since SINCE_MS, or nothing.
+# (awk reads to the end: exiting at the first match would leave the proxy's
+# answer unread, and curl's broken pipe, under pipefail and set -e, would end
+# the scenario without a word.)
 first_write() {
-  proxy_writes "$2" "" "$1" | awk '$4 != "leases" && $7 ~ /^2/ { print $1; exit }'
+  proxy_writes "$2" "" "$1" | awk '$4 != "leases" && $7 ~ /^2/ && !found { print $1; found = 1 }'
 }
 
 # last_write TAG [SINCE_MS] prints the time (ms) of replica TAG's last
