@@ -86,10 +86,19 @@ type requestLog struct {
 	records []record
 }
 
-func (l *requestLog) add(r record) {
+// add appends r and returns its index, for lost.
+func (l *requestLog) add(r record) int {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.records = append(l.records, r)
-	l.mu.Unlock()
+	return len(l.records) - 1
+}
+
+// lost marks record i as an answer the client never got whole (code 0).
+func (l *requestLog) lost(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records[i].code = 0
 }
 
 // selectRecords returns the records within the query's since/until/tag.
@@ -185,29 +194,29 @@ func classify(r *http.Request) record {
 	return rec
 }
 
-// recorder captures the status code of a proxied response. The request is
-// recorded when the proxy is done with it, so that an answer whose header
-// went out but whose body did not (the API server died mid-answer; the
-// client sees an error, not the code) counts as lost: code 0, like an API
-// server that could not be reached; 499 means the client went away first.
+// recorder records a proxied request when its answer's status goes out
+// (a watch is counted when it starts, not when it ends). Code 0 means the
+// API server could not be reached, or went away after the header and before
+// the end of the body (the client saw an error, not the code); 499 that the
+// client went away first.
 type recorder struct {
 	http.ResponseWriter
-	code int
-	// set: code is final (a header went out, or the error handler chose).
-	set bool
+	done func(code int)
 	// header: the upstream answer's header went out to the client.
 	header bool
 }
 
 func (w *recorder) WriteHeader(code int) {
-	if !w.set {
-		w.code, w.set, w.header = code, true, true
+	if w.done != nil {
+		w.done(code)
+		w.done = nil
+		w.header = true
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *recorder) Write(b []byte) (int, error) {
-	if !w.set {
+	if w.done != nil {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
@@ -317,12 +326,14 @@ func main() {
 				// transport error from an answer, and treats them differently
 				// (client-go's event recorder retries the first, drops the
 				// second).
-				if rw, ok := w.(*recorder); ok && !rw.set {
-					rw.code, rw.set = 0, true
+				if rw, ok := w.(*recorder); ok && rw.done != nil {
+					code := 0
 					if r.Context().Err() != nil {
 						// The client went away first (killed, or it gave up).
-						rw.code = 499
+						code = 499
 					}
+					rw.done(code)
+					rw.done = nil
 				}
 				panic(http.ErrAbortHandler)
 			},
@@ -352,20 +363,22 @@ func main() {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			rec := classify(r)
 			rec.tag = tag
-			rw := &recorder{ResponseWriter: w}
+			index := -1
+			rw := &recorder{ResponseWriter: w, done: func(code int) {
+				rec.at, rec.code = time.Now(), code
+				index = requests.add(rec)
+			}}
 			defer func() {
 				aborted := recover()
 				switch {
-				case !rw.set:
+				case rw.done != nil:
 					// No response at all (the client went away first): 499, as nginx says.
-					rw.code = 499
-				case aborted != nil && rw.header && rec.verb != "watch":
+					rw.done(499)
+				case aborted != nil && rw.header && rec.verb != "watch" && rec.verb != "watchlist":
 					// The header went out, the body was cut short: the
 					// client got an error, whatever the server did.
-					rw.code = 0
+					requests.lost(index)
 				}
-				rec.at, rec.code = time.Now(), rw.code
-				requests.add(rec)
 				if aborted != nil {
 					panic(aborted)
 				}
