@@ -79,15 +79,17 @@ func stripParent(obj any) (any, error) {
 		return obj, nil
 	}
 	dropLastApplied(u)
-	entries, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
-	kept := entries[:0]
-	for _, e := range entries {
-		if m, ok := e.(map[string]any); ok && m["manager"] == FieldManager {
-			kept = append(kept, e)
+	// In place: NestedSlice would deep-copy every entry on each event.
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		if entries, ok := md["managedFields"].([]any); ok {
+			kept := entries[:0]
+			for _, e := range entries {
+				if m, ok := e.(map[string]any); ok && m["manager"] == FieldManager {
+					kept = append(kept, e)
+				}
+			}
+			md["managedFields"] = kept
 		}
-	}
-	if len(kept) != len(entries) {
-		_ = unstructured.SetNestedSlice(u.Object, kept, "metadata", "managedFields")
 	}
 	compactManagedFields(u)
 	return u, nil
