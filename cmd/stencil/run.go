@@ -13,7 +13,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -88,9 +89,9 @@ func runCommand(args []string) int {
 		logger.Error(err, "Building dynamic client")
 		return 1
 	}
-	kube, err := kubernetes.NewForConfig(restConfig)
+	kube, err := newKube(restConfig)
 	if err != nil {
-		logger.Error(err, "Building clientset")
+		logger.Error(err, "Building typed clients")
 		return 1
 	}
 	disco, err := discovery.NewDiscoveryClientForConfig(restConfig)
@@ -156,4 +157,26 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// kube is controller.Kube built from the two group clients it needs, not
+// the whole clientset (see controller.Kube).
+type kube struct {
+	core  corev1.CoreV1Interface
+	coord coordinationv1.CoordinationV1Interface
+}
+
+func (k kube) CoreV1() corev1.CoreV1Interface                         { return k.core }
+func (k kube) CoordinationV1() coordinationv1.CoordinationV1Interface { return k.coord }
+
+func newKube(cfg *rest.Config) (kube, error) {
+	core, err := corev1.NewForConfig(cfg)
+	if err != nil {
+		return kube{}, fmt.Errorf("core client: %w", err)
+	}
+	coord, err := coordinationv1.NewForConfig(cfg)
+	if err != nil {
+		return kube{}, fmt.Errorf("coordination client: %w", err)
+	}
+	return kube{core: core, coord: coord}, nil
 }
