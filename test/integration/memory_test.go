@@ -54,12 +54,12 @@ func BenchmarkMemory(b *testing.B) {
 		newNamespace(ctx, b, admin, empty)
 		newNamespace(ctx, b, admin, full)
 
-		type figures struct{ heap0, rss0, heap, rss uint64 }
+		type figures struct{ empty, full mem }
 		measureBinary := func(name, bin, config string, converge bool) figures {
 			var f figures
 			p := startProcess(b, name+"-empty", bin, config, empty)
 			p.settle(b, 0)
-			f.heap0, f.rss0 = p.memory(b)
+			f.empty = p.memory(b)
 			p.stop(b)
 			if converge {
 				createWebApps(ctx, b, admin, full, n)
@@ -68,7 +68,7 @@ func BenchmarkMemory(b *testing.B) {
 			p = startProcess(b, name, bin, config, full)
 			w.wait(b, name, 60*time.Minute)
 			p.settle(b, n)
-			f.heap, f.rss = p.memory(b)
+			f.full = p.memory(b)
 			p.stop(b)
 			return f
 		}
@@ -79,17 +79,20 @@ func BenchmarkMemory(b *testing.B) {
 			name string
 			f    figures
 		}{{"baseline", old}, {"current", cur}} {
-			b.Logf("%-8s empty: live heap %.1f MiB, RSS %.1f MiB; %d WebApps: live heap %.1f MiB, RSS %.1f MiB; per resource: live heap %.1f KiB, RSS %.1f KiB",
-				r.name, mib(r.f.heap0), mib(r.f.rss0), n, mib(r.f.heap), mib(r.f.rss), per(r.f.heap, r.f.heap0), per(r.f.rss, r.f.rss0))
+			e, f := r.f.empty, r.f.full
+			b.Logf("%-8s (GOGC %.0f) empty: live heap %.1f MiB, RSS %.1f MiB (anon %.1f, file %.1f); %d WebApps: live heap %.1f MiB, RSS %.1f MiB (anon %.1f, file %.1f), %.1f CPU s from start to settled; per resource: live heap %.1f KiB, RSS %.1f KiB",
+				r.name, f.gcPercent, mib(e.heap), mib(e.rss), mib(e.anon), mib(e.file), n, mib(f.heap), mib(f.rss), mib(f.anon), mib(f.file), f.cpu,
+				per(f.heap, e.heap), per(f.rss, e.rss))
 		}
-		heapRatio := per(cur.heap, cur.heap0) / per(old.heap, old.heap0)
-		rssRatio := per(cur.rss, cur.rss0) / per(old.rss, old.rss0)
-		b.Logf("current/baseline memory per resource: live heap %.2fx, RSS %.2fx", heapRatio, rssRatio)
+		heapRatio := per(cur.full.heap, cur.empty.heap) / per(old.full.heap, old.empty.heap)
+		rssRatio := per(cur.full.rss, cur.empty.rss) / per(old.full.rss, old.empty.rss)
+		b.Logf("current/baseline memory per resource: live heap %.2fx, RSS %.2fx; process RSS %.2fx", heapRatio, rssRatio, float64(cur.full.rss)/float64(old.full.rss))
 		b.ReportMetric(float64(n), "CRs")
-		b.ReportMetric(per(old.heap, old.heap0), "KiB-heap/CR-baseline")
-		b.ReportMetric(per(cur.heap, cur.heap0), "KiB-heap/CR")
-		b.ReportMetric(per(old.rss, old.rss0), "KiB-RSS/CR-baseline")
-		b.ReportMetric(per(cur.rss, cur.rss0), "KiB-RSS/CR")
+		b.ReportMetric(per(old.full.heap, old.empty.heap), "KiB-heap/CR-baseline")
+		b.ReportMetric(per(cur.full.heap, cur.empty.heap), "KiB-heap/CR")
+		b.ReportMetric(per(old.full.rss, old.empty.rss), "KiB-RSS/CR-baseline")
+		b.ReportMetric(per(cur.full.rss, cur.empty.rss), "KiB-RSS/CR")
+		b.ReportMetric(mib(cur.full.rss), "MiB-RSS")
 	}
 }
 
@@ -198,13 +201,23 @@ func (p *process) settle(b *testing.B, n int) {
 	})
 }
 
+// mem is what a process holds at one moment.
+type mem struct {
+	heap      uint64  // live heap, bytes
+	rss       uint64  // VmRSS, bytes
+	anon      uint64  // RssAnon: heap, stacks, runtime
+	file      uint64  // RssFile: resident pages of the binary
+	cpu       float64 // CPU seconds used so far
+	gcPercent float64 // the GOGC it runs with
+}
+
 // memory waits for the process's next garbage collection (the runtime
 // forces one at least every 2 minutes) and returns its live heap as that
-// collection measured it, and the process's RSS. The live heap is the next
-// GC goal halved: with GOGC=100 the goal is twice what the collection found
-// live (stacks and globals aside), whereas heap in use swings between 1x and
-// 2x of it depending on when the last collection ran.
-func (p *process) memory(b *testing.B) (heap, rss uint64) {
+// collection measured it, its RSS and its CPU seconds. The live heap is
+// the next GC goal divided by 1+GOGC/100: the goal is that multiple of what
+// the collection found live (stacks and globals aside), whereas heap in use
+// swings between 1x and the goal depending on when the last collection ran.
+func (p *process) memory(b *testing.B) mem {
 	b.Helper()
 	m, err := p.scrape()
 	if err != nil {
@@ -217,18 +230,28 @@ func (p *process) memory(b *testing.B) (heap, rss uint64) {
 		}
 		return m["go_memstats_last_gc_time_seconds"] > before, nil
 	})
-	heap = uint64(m["go_memstats_next_gc_bytes"] / 2)
+	f := mem{gcPercent: m["go_gc_gogc_percent"], cpu: m["process_cpu_seconds_total"]}
+	f.heap = uint64(m["go_memstats_next_gc_bytes"] / (1 + f.gcPercent/100))
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseUint(f[1], 10, 64)
-			rss = kb << 10
+		f2 := strings.Fields(line)
+		if len(f2) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseUint(f2[1], 10, 64)
+		switch f2[0] {
+		case "VmRSS:":
+			f.rss = kb << 10
+		case "RssAnon:":
+			f.anon = kb << 10
+		case "RssFile:":
+			f.file = kb << 10
 		}
 	}
-	return heap, rss
+	return f
 }
 
 // stop sends SIGTERM and waits for the process to exit.
