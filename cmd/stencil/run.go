@@ -91,7 +91,7 @@ func runCommand(args []string) int {
 		logger.Error(err, "Building dynamic client")
 		return 1
 	}
-	kube, err := newKube(restConfig)
+	kube, err := newGroupClients(restConfig)
 	if err != nil {
 		logger.Error(err, "Building typed clients")
 		return 1
@@ -161,33 +161,37 @@ func envOr(name, def string) string {
 	return def
 }
 
-// kube is controller.Kube built from the two group clients it needs, not
-// the whole clientset (see controller.Kube).
-type kube struct {
+// groupClients is controller.Kube built from the two group clients it
+// needs, not the whole clientset (see controller.Kube for why).
+type groupClients struct {
 	core  corev1.CoreV1Interface
 	coord coordinationv1.CoordinationV1Interface
 }
 
-func (k kube) CoreV1() corev1.CoreV1Interface                         { return k.core }
-func (k kube) CoordinationV1() coordinationv1.CoordinationV1Interface { return k.coord }
+// CoreV1 returns the core group client (events).
+func (g groupClients) CoreV1() corev1.CoreV1Interface { return g.core }
 
-func newKube(cfg *rest.Config) (kube, error) {
+// CoordinationV1 returns the coordination group client (the Lease).
+func (g groupClients) CoordinationV1() coordinationv1.CoordinationV1Interface { return g.coord }
+
+func newGroupClients(cfg *rest.Config) (groupClients, error) {
 	core, err := corev1.NewForConfig(cfg)
 	if err != nil {
-		return kube{}, fmt.Errorf("core client: %w", err)
+		return groupClients{}, fmt.Errorf("core client: %w", err)
 	}
 	coord, err := coordinationv1.NewForConfig(cfg)
 	if err != nil {
-		return kube{}, fmt.Errorf("coordination client: %w", err)
+		return groupClients{}, fmt.Errorf("coordination client: %w", err)
 	}
-	return kube{core: core, coord: coord}, nil
+	return groupClients{core: core, coord: coord}, nil
 }
 
 // gcPercent is the GOGC the controller runs with unless GOGC is set. Its
 // heap is mostly the informer caches, which live as long as the process, so
 // the default 100 keeps a second cache's worth of headroom that only
 // short-lived sync garbage uses; 50 halves that headroom for about twice
-// the (small) collection work. README, "Memory", has the figures.
+// the (small) collection work. README ("Deploy to a real cluster", Memory)
+// has the figures.
 const gcPercent = 50
 
 func setGCPercent() {
