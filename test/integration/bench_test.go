@@ -145,15 +145,28 @@ func measure() usage {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	if data, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseUint(f[1], 10, 64)
-				u.rss = kb << 10
-			}
-		}
+	if st, err := procStatus("self"); err == nil {
+		u.rss = st["VmRSS"]
 	}
 	return u
+}
+
+// procStatus returns the sizes in /proc/PID/status (pid "self" for this
+// process), in bytes, by field name: VmRSS, RssAnon, RssFile...
+func procStatus(pid string) (map[string]uint64, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]uint64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[2] == "kB" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			sizes[strings.TrimSuffix(f[0], ":")] = kb << 10
+		}
+	}
+	return sizes, nil
 }
 
 // run is one controller's figures on the workload.

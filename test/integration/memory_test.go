@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -232,25 +231,11 @@ func (p *process) memory(b *testing.B) mem {
 	})
 	f := mem{gcPercent: m["go_gc_gogc_percent"], cpu: m["process_cpu_seconds_total"]}
 	f.heap = uint64(m["go_memstats_next_gc_bytes"] / (1 + f.gcPercent/100))
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	st, err := procStatus(strconv.Itoa(p.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f2 := strings.Fields(line)
-		if len(f2) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseUint(f2[1], 10, 64)
-		switch f2[0] {
-		case "VmRSS:":
-			f.rss = kb << 10
-		case "RssAnon:":
-			f.anon = kb << 10
-		case "RssFile:":
-			f.file = kb << 10
-		}
-	}
+	f.rss, f.anon, f.file = st["VmRSS"], st["RssAnon"], st["RssFile"]
 	return f
 }
 
