@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -36,6 +38,10 @@ type fencedLock struct {
 	// onTrip runs once, the first time allow refuses a write.
 	onTrip func()
 	once   sync.Once
+	// tripped is set by that first refusal, and is never cleared: a
+	// leadership that went stale once is over, even if a renewal sent
+	// before the pause lands after it.
+	tripped atomic.Bool
 	// now is the clock (tests); nil is time.Now.
 	now func() time.Time
 }
@@ -78,6 +84,9 @@ func (l *fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 // already sent cannot be called back). The first refusal of a leader whose
 // renewals went stale calls onTrip, which stops the workers at once.
 func (l *fencedLock) allow() error {
+	if l.tripped.Load() {
+		return errNotLeader
+	}
 	t := l.sent.Load()
 	if t == nil {
 		// Not acquired yet, or released: nothing runs that could write.
@@ -86,10 +95,41 @@ func (l *fencedLock) allow() error {
 	if l.clock().Sub(*t) < l.renewDeadline {
 		return nil
 	}
+	l.tripped.Store(true)
 	if l.onTrip != nil {
 		l.once.Do(l.onTrip)
 	}
 	return errNotLeader
+}
+
+// release gives the Lease up, so that a standby takes over at once instead
+// of after it expires, and returns the holder it read. It writes only when
+// that holder, read just now, is this replica, and the write is
+// conditional on that read (the lock sends the resourceVersion it read), so
+// a replica that acquired the Lease in between makes the write fail with a
+// conflict rather than be overwritten. Never after the fence tripped: the
+// leadership is over then whatever the Lease says.
+func (l *fencedLock) release(ctx context.Context) (holder string, err error) {
+	if l.tripped.Load() {
+		return "", errNotLeader
+	}
+	rec, _, err := l.Interface.Get(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading the Lease to release it: %w", err)
+	}
+	if rec.HolderIdentity != l.Identity() {
+		return rec.HolderIdentity, nil
+	}
+	now := metav1.NewTime(l.clock())
+	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    rec.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	}); err != nil {
+		return rec.HolderIdentity, fmt.Errorf("releasing the Lease: %w", err)
+	}
+	return rec.HolderIdentity, nil
 }
 
 // mayWrite returns nil when this replica may write: always without leader

@@ -45,16 +45,32 @@ func TestFencedLock(t *testing.T) {
 	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 1 {
 		t.Fatalf("again: allow() = %v, %d trips; want errNotLeader, still 1 trip", err, trips)
 	}
+	// A renewal sent before the pause and answered after it does not
+	// reopen the fence: the leadership that went stale is over.
 	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 1 {
+		t.Fatalf("renewed after the trip: allow() = %v, %d trips; want errNotLeader, still 1 trip", err, trips)
+	}
+	if _, err := l.release(ctx); !errors.Is(err, errNotLeader) {
+		t.Fatalf("release after the trip = %v, want errNotLeader and no write", err)
+	}
+
+	// A fresh fence: renewals keep it open, a release closes it.
+	l = &fencedLock{Interface: &fakeLock{id: "me"}, renewDeadline: 10 * time.Second,
+		now: func() time.Time { return now }}
+	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(9 * time.Second)
 	if err := l.allow(); err != nil {
-		t.Fatalf("renewed: allow() = %v", err)
+		t.Fatalf("renewed 9s ago: allow() = %v", err)
 	}
 	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.allow(); !errors.Is(err, errNotLeader) || trips != 1 {
-		t.Fatalf("released: allow() = %v, %d trips; want errNotLeader, no new trip", err, trips)
+	if err := l.allow(); !errors.Is(err, errNotLeader) {
+		t.Fatalf("released: allow() = %v, want errNotLeader", err)
 	}
 }

@@ -234,6 +234,23 @@ last_write() {
   proxy_writes "${2:-0}" "" "$1" | awk '$4 != "leases" { t = $1 } END { print t }'
 }
 
+# writers_apart SINCE_MS [GAP_MS] fails the scenario if two replicas sent
+# writes (Lease writes included, answered or not) less than GAP_MS (default
+# 1000) apart at any point since SINCE_MS: a handover leaves a gap of at
+# least the Lease's expiry or a release's round trip, never an overlap. It
+# prints the shortest gap between writes of two different replicas.
+writers_apart() {
+  local gap=${2:-1000} out
+  out=$(proxy_writes "$1" | sort -n -k1,1 | awk -v gap="$gap" '
+    NR > 1 && $2 != tag { d = $1 - t; if (min == "" || d < min) min = d; if (d < gap) bad = bad sprintf("%s %s then %s %s (%d ms)\n", t, tag, $1, $2, d) }
+    { t = $1; tag = $2 }
+    END { printf "%s", bad; print (min == "" ? "none" : min) }')
+  if [ "$(wc -l <<<"$out")" -gt 1 ]; then
+    fail "two replicas wrote within ${gap} ms of each other: $(head -n 10 <<<"$out")"
+  fi
+  echo "$out"
+}
+
 # last_child_write SINCE_MS UNTIL_MS prints the time (ms) of the last
 # successful child write in the period: when stencil had written every
 # child; what follows is waiting for the cluster to make them ready.
