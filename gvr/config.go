@@ -49,6 +49,10 @@ type Resource struct {
 	Templates []string `json:"templates"`
 	// StatusTemplate optionally renders extra fields merged under .status.
 	StatusTemplate string `json:"statusTemplate,omitempty"`
+	// Helpers are files of {{ define }} blocks the entry's templates share
+	// through include and template, relative to the config file; they
+	// render nothing themselves.
+	Helpers []string `json:"helpers,omitempty"`
 	// Namespaces limits the watch; empty means all namespaces.
 	Namespaces []string `json:"namespaces,omitempty"`
 	// Selector is a label selector on the custom resources; empty selects all.
@@ -191,7 +195,7 @@ func (d *decoder) addf(entry, field, format string, args ...any) {
 	d.add(entry, field, fmt.Errorf(format, args...))
 }
 
-var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "namespaces", "selector", "children", "allowPermissionGrants"}
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants"}
 
 func (d *decoder) decode(cfg *Config, data []byte) {
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -301,6 +305,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.Resource = str("resource")
 	r.Templates = strs("templates")
 	r.StatusTemplate = str("statusTemplate")
+	r.Helpers = strs("helpers")
 	r.Namespaces = strs("namespaces")
 	r.Selector = str("selector")
 	r.Children = d.decodeChildren(i, entry, m["children"])
@@ -385,6 +390,11 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 	if r.StatusTemplate != "" && !bad["statusTemplate"] {
 		checkFile("statusTemplate", r.StatusTemplate)
 	}
+	if !bad["helpers"] {
+		for j, h := range r.Helpers {
+			checkFile(fmt.Sprintf("helpers[%d]", j), h)
+		}
+	}
 
 	if !bad["children"] {
 		d.validateChildren(entry, r)
@@ -444,7 +454,8 @@ func equalResources(a, b []Resource) bool {
 	return slices.EqualFunc(a, b, func(x, y Resource) bool {
 		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
 			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
-			slices.Equal(x.Templates, y.Templates) && slices.Equal(x.Namespaces, y.Namespaces)
+			slices.Equal(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
+			slices.Equal(x.Namespaces, y.Namespaces)
 	})
 }
 

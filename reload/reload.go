@@ -89,6 +89,9 @@ func Fingerprint(path string) string {
 			if r.StatusTemplate != "" {
 				add(cfg.TemplatePath(r.StatusTemplate))
 			}
+			for _, h := range r.Helpers {
+				add(cfg.TemplatePath(h))
+			}
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))

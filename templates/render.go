@@ -78,9 +78,13 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 		errs     []error
 		seen     = map[childKey]string{}
 	)
-	for i, t := range s.tmpls {
-		name := s.res.Templates[i]
-		out, err := execute(t, name, parent)
+	e, err := s.executor()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(e)
+	for _, name := range s.res.Templates {
+		out, err := execute(e.t, name, parent)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -92,9 +96,21 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 		}
 		for _, doc := range docs {
 			fail := func(err error) {
+				var re *RenderError
+				if errors.As(err, &re) {
+					// A value that cannot stand where it is printed: the
+					// error names the action's own template and line.
+					errs = append(errs, err)
+					return
+				}
 				errs = append(errs, &RenderError{Template: name, Err: fmt.Errorf("%s: %w", doc, err)})
 			}
-			u, err := s.child(doc.body, parent)
+			body, err := place(doc.body, &e.st)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			u, err := s.child(body, parent)
 			if err != nil {
 				fail(err)
 				continue
@@ -118,14 +134,19 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 // renders, to be merged under .status; nil, nil when there is no status
 // template. Failures are *RenderError.
 func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
-	if s.status == nil {
+	if s.res.StatusTemplate == "" {
 		return nil, nil
 	}
 	if err := checkParent(parent); err != nil {
 		return nil, err
 	}
+	e, err := s.executor()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(e)
 	name := s.res.StatusTemplate
-	out, err := execute(s.status, name, parent)
+	out, err := execute(e.t, name, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +161,15 @@ func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
 	default:
 		return nil, &RenderError{Template: name, Err: fmt.Errorf("renders %d documents, want one mapping", len(docs))}
 	}
-	v, err := decodeYAML(docs[0].body)
+	body, err := place(docs[0].body, &e.st)
+	if err != nil {
+		var re *RenderError
+		if errors.As(err, &re) {
+			return nil, err
+		}
+		return nil, &RenderError{Template: name, Err: err}
+	}
+	v, err := decodeYAML(body)
 	if err != nil {
 		return nil, &RenderError{Template: name, Err: err}
 	}
@@ -350,8 +379,9 @@ func splitDocuments(out []byte) ([]document, error) {
 	return docs, nil
 }
 
-// execute runs t into a bounded buffer and turns every failure, including a
-// panic, into a *RenderError naming the template and line.
+// execute runs the template name of t's namespace into a bounded buffer
+// and turns every failure, including a panic, into a *RenderError naming
+// the template and line.
 func execute(t *template.Template, name string, data any) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -359,7 +389,7 @@ func execute(t *template.Template, name string, data any) (out []byte, err error
 		}
 	}()
 	w := &limitedBuffer{max: MaxOutputBytes}
-	if err := t.Execute(w, data); err != nil {
+	if err := t.ExecuteTemplate(w, name, data); err != nil {
 		return nil, execError(name, err)
 	}
 	return w.buf.Bytes(), nil
@@ -384,6 +414,13 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 // template: NAME:LINE:COL: executing "NAME" at <CONTEXT>: MESSAGE
 var execLocation = regexp.MustCompile(`(?s)^template: (.*?):(\d+):\d+: executing "(?:[^"\\]|\\.)*" at <.*?>: (.*)$`)
 
+// internalNames rewords the functions the rewrite added, in an error
+// message, as what the template author wrote.
+var internalNames = strings.NewReplacer(
+	"error calling "+valueFunc+": ", "",
+	includeStruct, "include", toYAMLStruct, "toYaml", toJSONStruct, "toJson",
+)
+
 // execMessage is a reworded error message that still unwraps to the
 // original error, e.g. the short message of a template.ExecError.
 type execMessage struct {
@@ -399,13 +436,14 @@ func (e *execMessage) Unwrap() error { return e.err }
 
 func execError(name string, err error) error {
 	if errors.Is(err, errOutputTooLarge) {
-		return &RenderError{Template: name, Err: err}
+		return &RenderError{Template: name, Err: errOutputTooLarge}
 	}
 	msg := err.Error()
 	if m := execLocation.FindStringSubmatch(msg); m != nil {
 		line, convErr := strconv.Atoi(m[2])
 		if convErr == nil {
-			return &RenderError{Template: name, Line: line, Err: &execMessage{msg: m[3], err: err}}
+			// The action's own file: it may be a helper's define.
+			return &RenderError{Template: m[1], Line: line, Err: &execMessage{msg: internalNames.Replace(m[3]), err: err}}
 		}
 	}
 	msg = strings.TrimPrefix(msg, "template: ")

@@ -191,7 +191,7 @@ func TestRenderErrors(t *testing.T) {
 		{"every template reported",
 			[]string{"a.tmpl", "{{ .Spec.nope }}", "b.tmpl", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"},
 			nil, []string{`a.tmpl:1: map has no entry for key "nope"`, "b.tmpl: rendered document 1 (output line 1): kind v1 Pod is not allowed"}, 1},
-		{"function error", []string{"d.tmpl", "\n\nx: {{ int64 .Spec.image }}"}, nil, []string{`d.tmpl:3: error calling int64: int64: "nginx" is not a whole number`}, 3},
+		{"function error", []string{"d.tmpl", "\n\nx: {{ fail (printf \"%s is not a whole number\" .Spec.image) }}"}, nil, []string{`d.tmpl:3: error calling fail: nginx is not a whole number`}, 3},
 		{"index out of range", []string{"d.tmpl", "{{ index .Spec.list 5 }}"}, map[string]any{"list": []any{}}, []string{"d.tmpl:1: error calling index: index out of range: 5"}, 1},
 		{"output too large", []string{"d.tmpl", `{{ range .Spec.list }}{{ range $.Spec.list }}{{ range $.Spec.list }}{{ printf "%1000s" "x" }}{{ end }}{{ end }}{{ end }}`},
 			map[string]any{"list": make([]any, 20)}, []string{"d.tmpl: output exceeds 4194304 bytes"}, 0},

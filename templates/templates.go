@@ -1,9 +1,14 @@
 // Package templates loads the Go templates named in the stencil config,
-// with a small hermetic function map, and renders a custom resource into the
-// unstructured children the controller applies.
+// with the hermetic vocabulary chart authors know (sprig, include), and
+// renders a custom resource into the unstructured children the controller
+// applies.
 //
 // The design choice a newcomer may question: rendering does more than run
-// text/template. It also enforces the child contract (allowed kinds only,
+// text/template. The custom resources are written by tenants with fewer
+// rights than stencil, so a value an action prints is never YAML syntax: it
+// lands as exactly one value where its action stands, whatever characters
+// it holds (see safe.go, the html/template idea applied to YAML). It also
+// enforces the child contract (allowed kinds only,
 // the parent's namespace only, unique names) and stamps the controller
 // ownerReference and the stencil labels itself, overriding whatever the
 // template wrote. The templates are user input; the guarantees in DESIGN.md
@@ -16,7 +21,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"text/template"
+	"text/template/parse"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -47,10 +54,40 @@ type Options struct {
 // Set holds the parsed templates of one configured resource. It is safe for
 // concurrent use.
 type Set struct {
-	res    gvr.Resource
-	kinds  []schema.GroupVersionKind
-	tmpls  []*template.Template
-	status *template.Template
+	res   gvr.Resource
+	kinds []schema.GroupVersionKind
+	// root holds every template and helper of the entry in one namespace
+	// (so that include and template find the helpers' defines), rewritten
+	// for structure-safe rendering.
+	root *template.Template
+	// executors are clones of root, each with the functions bound to its
+	// own execState; a render takes one for its whole run.
+	executors sync.Pool
+}
+
+// executor is one clone of a Set's templates and what its functions record.
+type executor struct {
+	t  *template.Template
+	st execState
+}
+
+func (s *Set) executor() (*executor, error) {
+	if e, ok := s.executors.Get().(*executor); ok {
+		return e, nil
+	}
+	t, err := s.root.Clone()
+	if err != nil {
+		return nil, err
+	}
+	e := &executor{t: t}
+	bindFuncs(t, &e.st)
+	return e, nil
+}
+
+func (s *Set) release(e *executor) {
+	clear(e.st.vals)
+	e.st.vals, e.st.depth, e.st.size = e.st.vals[:0], 0, 0
+	s.executors.Put(e)
 }
 
 // Resource returns the config entry the set was loaded for.
@@ -77,18 +114,20 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		s.kinds = slices.Clone(opts.AllowedKinds)
 	}
 	var errs []error
-	parse := func(field, name string) *template.Template {
-		t, err := parseFile(cfg, name)
-		if err != nil {
+	root := template.New(entry).Option("missingkey=error").Funcs(Funcs()).Funcs(parseOnlyFuncs())
+	parseField := func(field, name string) {
+		if err := parseFile(cfg, root, name); err != nil {
 			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
 		}
-		return t
+	}
+	for i, name := range res.Helpers {
+		parseField(fmt.Sprintf("helpers[%d]", i), name)
 	}
 	for i, name := range res.Templates {
-		s.tmpls = append(s.tmpls, parse(fmt.Sprintf("templates[%d]", i), name))
+		parseField(fmt.Sprintf("templates[%d]", i), name)
 	}
 	if res.StatusTemplate != "" {
-		s.status = parse("statusTemplate", res.StatusTemplate)
+		parseField("statusTemplate", res.StatusTemplate)
 	}
 	if len(res.Templates) == 0 {
 		errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: errors.New("at least one template is required")})
@@ -96,7 +135,36 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// Rewritten once all are parsed: a later file may redefine a block.
+	done := map[*parse.Tree]bool{}
+	for _, t := range root.Templates() {
+		if t.Tree == nil || done[t.Tree] {
+			continue
+		}
+		done[t.Tree] = true
+		if err := rewriteTree(t.Tree); err != nil {
+			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: err})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s.root = root
 	return s, nil
+}
+
+// parseOnlyFuncs are the names a template may mention that are bound per
+// executor (bindFuncs) or refused after parsing (refusedFuncs).
+func parseOnlyFuncs() template.FuncMap {
+	m := template.FuncMap{}
+	stub := func(...any) (string, error) { return "", errors.New("not bound") }
+	for _, name := range []string{valueFunc, includeStruct, toYAMLStruct, toJSONStruct} {
+		m[name] = stub
+	}
+	for name := range refusedFuncs {
+		m[name] = stub
+	}
+	return m
 }
 
 // LoadAll loads one Set per entry of cfg.Resources, in the same order.
@@ -119,14 +187,13 @@ func LoadAll(cfg *gvr.Config, opts Options) ([]*Set, error) {
 	return sets, nil
 }
 
-func parseFile(cfg *gvr.Config, name string) (*template.Template, error) {
+// parseFile parses the file name into root's namespace, as a template of
+// that name (errors read "template: NAME:LINE: ...").
+func parseFile(cfg *gvr.Config, root *template.Template, name string) error {
 	data, err := os.ReadFile(cfg.TemplatePath(name))
 	if err != nil {
-		return nil, fmt.Errorf("reading template: %w", err)
+		return fmt.Errorf("reading template: %w", err)
 	}
-	t, err := template.New(name).Option("missingkey=error").Funcs(Funcs()).Parse(string(data))
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	_, err = root.New(name).Parse(string(data))
+	return err
 }
