@@ -34,10 +34,13 @@ func tryLoadSet(t *testing.T, opts Options, files ...string) (*Set, error) {
 	var b strings.Builder
 	b.WriteString("resources:\n  - group: apps.example.com\n    version: v1beta1\n    resource: webapps\n    templates:\n")
 	var status string
+	var helpers []string
 	for i := 0; i < len(files); i += 2 {
 		name, text := files[i], files[i+1]
 		if n, ok := strings.CutPrefix(name, "status:"); ok {
 			name, status = n, n
+		} else if n, ok := strings.CutPrefix(name, "helper:"); ok {
+			name, helpers = n, append(helpers, n)
 		} else {
 			fmt.Fprintf(&b, "      - %s\n", name)
 		}
@@ -50,6 +53,9 @@ func tryLoadSet(t *testing.T, opts Options, files ...string) (*Set, error) {
 	}
 	if status != "" {
 		fmt.Fprintf(&b, "    statusTemplate: %s\n", status)
+	}
+	for _, h := range helpers {
+		fmt.Fprintf(&b, "    helpers: [%s]\n", h)
 	}
 	cfg, err := gvr.ParseConfig(filepath.Join(dir, "stencil.yaml"), []byte(b.String()))
 	if err != nil {

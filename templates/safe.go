@@ -66,6 +66,8 @@ const (
 	toYAMLStruct   = "__stencil_toYaml"
 	toJSONStruct   = "__stencil_toJson"
 	maxIncludeNest = 100
+	// maxImplicitKey is a safe bound under YAML's 1024-character limit.
+	maxImplicitKey = 1000
 )
 
 // structuralFuncs are the functions whose output stays structure when they
@@ -118,7 +120,7 @@ func (p placed) text() string {
 	if p.kind == kindQuoted {
 		// It stood between the double quotes of serialised data: keep it
 		// escaped, so that the data still reads as JSON or YAML.
-		b, _ := marshalJSON(p.v.(string))
+		b, _ := jsonString(p.v.(string))
 		return string(b[1 : len(b)-1])
 	}
 	return printed(p.v)
@@ -567,6 +569,14 @@ func scalarSpan(body []byte, lines []int, n *yamlv3.Node, key bool, st *execStat
 	if err != nil {
 		return span{}, err
 	}
+	if key && len(text) > maxImplicitKey {
+		// YAML allows an implicit key of at most 1024 characters: a longer
+		// one becomes an explicit key, "? KEY" with its ": " on the next
+		// line at the key's column.
+		lineStart := bytes.LastIndexByte(body[:start], '\n') + 1
+		col := utf8.RuneCount(body[lineStart:start])
+		text = slices.Concat([]byte("? "), text, []byte("\n"), bytes.Repeat([]byte(" "), col))
+	}
 	return span{start: start, end: end, text: text}, nil
 }
 
@@ -720,8 +730,30 @@ func typed(v any) ([]byte, error) {
 	return marshalJSON(printed(v))
 }
 
-// marshalJSON encodes s as a JSON string without HTML escaping.
+// marshalJSON encodes s as a JSON string without HTML escaping, and with
+// every character YAML does not allow unescaped (DEL, C1 controls, ...) as
+// a \u escape: the result is a double-quoted scalar of both languages.
 func marshalJSON(s string) ([]byte, error) {
+	out, err := jsonString(s)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc([]rune(string(out)), notYAMLPrintable) {
+		return out, nil
+	}
+	var e bytes.Buffer
+	for _, r := range string(out) {
+		if notYAMLPrintable(r) {
+			fmt.Fprintf(&e, "\\u%04x", r)
+			continue
+		}
+		e.WriteRune(r)
+	}
+	return e.Bytes(), nil
+}
+
+// jsonString encodes s as a JSON string without HTML escaping.
+func jsonString(s string) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -729,4 +761,15 @@ func marshalJSON(s string) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// notYAMLPrintable says whether YAML requires r to be escaped.
+func notYAMLPrintable(r rune) bool {
+	switch {
+	case r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0x7E || r == 0x85:
+		return false
+	case r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD && r != 0xFEFF || r >= 0x10000 && r <= 0x10FFFF:
+		return false
+	}
+	return true
 }
