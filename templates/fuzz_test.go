@@ -113,7 +113,7 @@ func FuzzOutput(f *testing.F) {
 			return
 		}
 		for _, doc := range docs {
-			u, err := s.child(doc.body, p)
+			u, err := s.childText(doc.body, p)
 			if err != nil {
 				continue
 			}

@@ -105,12 +105,12 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 				}
 				errs = append(errs, &RenderError{Template: name, Err: fmt.Errorf("%s: %w", doc, err)})
 			}
-			body, err := place(doc.body, &e.st)
+			v, err := decodeDocument(doc.body, &e.st)
 			if err != nil {
 				fail(err)
 				continue
 			}
-			u, err := s.child(body, parent)
+			u, err := s.child(v, parent)
 			if err != nil {
 				fail(err)
 				continue
@@ -161,16 +161,12 @@ func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
 	default:
 		return nil, &RenderError{Template: name, Err: fmt.Errorf("renders %d documents, want one mapping", len(docs))}
 	}
-	body, err := place(docs[0].body, &e.st)
+	v, err := decodeDocument(docs[0].body, &e.st)
 	if err != nil {
 		var re *RenderError
 		if errors.As(err, &re) {
 			return nil, err
 		}
-		return nil, &RenderError{Template: name, Err: err}
-	}
-	v, err := decodeYAML(body)
-	if err != nil {
 		return nil, &RenderError{Template: name, Err: err}
 	}
 	if v == nil {
@@ -199,13 +195,9 @@ func checkParent(parent *gvr.Object) error {
 	return nil
 }
 
-// child decodes one rendered document, enforces the child contract and stamps
+// child takes one decoded document, enforces the child contract and stamps
 // the ownerReference and labels.
-func (s *Set) child(body []byte, parent *gvr.Object) (*unstructured.Unstructured, error) {
-	v, err := decodeYAML(body)
-	if err != nil {
-		return nil, err
-	}
+func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("renders %s, want a Kubernetes object", describe(v))

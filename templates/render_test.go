@@ -11,6 +11,7 @@ import (
 	"text/template"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/gvr"
@@ -358,4 +359,14 @@ func TestLoadAll(t *testing.T) {
 	if len(sets) != 2 || sets[0].Resource().Resource != "webapps" || sets[1].Resource().Resource != "memcacheds" {
 		t.Errorf("LoadAll returned %d sets in the wrong order", len(sets))
 	}
+}
+
+// childText is child of a document's text, decoded as the text renderer
+// did (tests and the baseline of BenchmarkRender).
+func (s *Set) childText(body []byte, parent *gvr.Object) (*unstructured.Unstructured, error) {
+	v, err := decodeYAML(body)
+	if err != nil {
+		return nil, err
+	}
+	return s.child(v, parent)
 }

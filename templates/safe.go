@@ -763,10 +763,11 @@ func jsonString(s string) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// notYAMLPrintable says whether YAML requires r to be escaped.
+// notYAMLPrintable says whether YAML requires r to be escaped (NEL, a
+// line break in YAML 1.1, included).
 func notYAMLPrintable(r rune) bool {
 	switch {
-	case r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0x7E || r == 0x85:
+	case r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0x7E:
 		return false
 	case r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD && r != 0xFEFF || r >= 0x10000 && r <= 0x10FFFF:
 		return false
