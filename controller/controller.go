@@ -421,7 +421,17 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 			}
 			enqueue(cur)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if m, err := meta.Accessor(obj); err == nil {
+				// A deleted child's dry run is never asked again: the memo
+				// stays bounded by the children that exist.
+				c.dryRuns.forget(m.GetUID())
+			}
+			enqueue(obj)
+		},
 	}
 }
 
