@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -423,5 +424,67 @@ func TestReloadRacingWithWorkers(t *testing.T) {
 	for i := range 20 {
 		name := fmt.Sprintf("w%d", i)
 		p.eventually("WebApp "+name+" is reconciled", func() bool { return p.applied(deploymentGVR, name) })
+	}
+}
+
+func TestClusterScopedChildKindIsRefusedOnceAndAReloadAddingOneIsRefused(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Service"}, meta.RESTScopeNamespace)
+	// A ConfigMap that the mapper says is cluster-scoped stands in for any
+	// cluster-scoped kind.
+	mapper.Add(configMapGVK, meta.RESTScopeRoot)
+	client := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	cfg, sets := loadConfig(t, writeConfig(t, t.TempDir(), registryConfig(t, true, false)))
+	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: client, Mapper: mapper, Recorder: &record.FakeRecorder{}})
+	must(t, err)
+	if !c.refusedKinds[configMapGVK] || c.waitingKinds[configMapGVK] || c.child(configMapGVK) != nil {
+		t.Fatalf("ConfigMap: refused %v, waiting %v, child %v; want refused only",
+			c.refusedKinds[configMapGVK], c.waitingKinds[configMapGVK], c.child(configMapGVK))
+	}
+	// Refused kinds are not looked up again on CRD events.
+	c.resolveWaiting(ctx)
+	if !c.refusedKinds[configMapGVK] || c.child(configMapGVK) != nil {
+		t.Error("a refused child kind was looked up again")
+	}
+
+	// A running config without it: a reload that adds it is refused.
+	small, smallSets := loadConfig(t, writeConfig(t, t.TempDir(), registryConfig(t, false, false)))
+	c2, err := New(ctx, Options{Config: small, Sets: smallSets, Dynamic: client, Mapper: mapper, Recorder: &record.FakeRecorder{}})
+	must(t, err)
+	before := c2.parent(webappGVR)
+	err = c2.Reconfigure(ctx, cfg, sets)
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap") || !strings.Contains(err.Error(), "cluster-scoped") {
+		t.Fatalf("Reconfigure = %v, want an error naming the cluster-scoped ConfigMap", err)
+	}
+	if c2.parent(webappGVR) != before || c2.refusedKinds[configMapGVK] {
+		t.Error("a refused reload changed the registry")
+	}
+}
+
+func TestReconfigureWithoutConfigIsAnError(t *testing.T) {
+	c := &Controller{}
+	if err := c.Reconfigure(context.Background(), nil, nil); err == nil {
+		t.Fatal("Reconfigure(nil) = nil, want an error")
+	}
+}
+
+func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := &Controller{}
+	h := c.childHandler(ctx)
+	for _, tombstone := range []bool{false, true} {
+		child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": "a", "namespace": "ns", "uid": "uid-svc"}}}
+		c.dryRuns.set(child.GetUID(), "1/hash")
+		var obj any = child
+		if tombstone {
+			obj = cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: child}
+		}
+		h.OnDelete(obj)
+		if c.dryRuns.has(child.GetUID(), "1/hash") || len(c.dryRuns.seen) != 0 {
+			t.Errorf("tombstone %v: the dry-run memo still holds the deleted child", tombstone)
+		}
 	}
 }
