@@ -291,6 +291,11 @@ func (c *Controller) commit(ctx context.Context, p *preparedConfig) {
 	}
 	c.resources = p.next
 	for g, pk := range c.resources {
+		if !p.kept[g] && pk.builtin {
+			// Served from the start (newParentKind): refreshLocked sees no
+			// change to publish.
+			c.byKind[pk.gvk.GroupKind()] = g
+		}
 		c.precreateLocked(pk)
 		c.refreshLocked(ctx, g, pk)
 	}

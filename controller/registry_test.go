@@ -488,3 +488,28 @@ func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
 		}
 	}
 }
+
+func TestReloadAddingABuiltinResourcePublishesItsKind(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Service"}, meta.RESTScopeNamespace)
+	mapper.Add(configMapGVK, meta.RESTScopeNamespace)
+	client := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	dir := t.TempDir()
+	cfg, sets := loadConfig(t, writeConfig(t, dir, registryConfig(t, false, false)))
+	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: client, Mapper: mapper, Recorder: &record.FakeRecorder{}})
+	must(t, err)
+	deployment, err := filepath.Abs(filepath.Join("testdata", "webapp", "deployment.yaml.tmpl"))
+	must(t, err)
+	// ConfigMaps as parents: served by the API server itself, no CRD.
+	text := registryConfig(t, false, false) + "  - group: \"\"\n    version: v1\n    resource: configmaps\n    templates: [" + deployment + "]\n"
+	next, nextSets := loadConfig(t, writeConfig(t, dir, text))
+	must(t, c.Reconfigure(ctx, next, nextSets))
+	if pk := c.parent(configMapGVR); pk == nil || !pk.served {
+		t.Fatalf("configmaps entry = %+v, want served", pk)
+	}
+	if g, ok := c.byKind[configMapGVK.GroupKind()]; !ok || g != configMapGVR {
+		t.Errorf("byKind[ConfigMap] = %v, %v; want %v (owner references resolve to it)", g, ok, configMapGVR)
+	}
+}
