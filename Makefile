@@ -46,8 +46,8 @@ test: ## Run unit, integration, smoke and fault tests, then rbac-check and monit
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \
 	done; exit $$rc
 
-unit: ## Run the unit tests (go test ./...)
-	$(GO) test $(GOTESTFLAGS) ./...
+unit: ## Run the unit tests under the race detector (go test -race ./...)
+	$(GO) test -race $(GOTESTFLAGS) ./...
 
 integration: ## Run test/integration against the local plane (started and stopped if not up)
 	@if [ -z "$$(find test/integration -name '*.go' 2>/dev/null)" ]; then \

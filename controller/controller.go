@@ -68,9 +68,11 @@ type Kube interface {
 	CoordinationV1() coordinationv1.CoordinationV1Interface
 }
 
-// Options configures a Controller. Zero values select the documented defaults.
+// Options configures a Controller. Zero values select the documented
+// defaults. The Controller keeps its own copy, never changed after New: a
+// reloaded config lives in the registry (Reconfigure), under its lock.
 type Options struct {
-	// Config is the loaded stencil.yaml.
+	// Config is the loaded stencil.yaml, as at start-up.
 	Config *gvr.Config
 	// Sets holds the parsed templates, one per Config.Resources entry, in order.
 	Sets []*templates.Set
@@ -166,19 +168,34 @@ func (o *Options) defaults() {
 type Controller struct {
 	opts Options
 
-	// mu guards resources, byKind, children and runCtx, which change when a
-	// CRD comes or goes and when the config is reloaded.
-	mu        sync.RWMutex
+	// mu guards the registry below, which changes when a CRD comes or goes
+	// and when the config is reloaded. It is held only to read or swap
+	// maps, never across a request to the API server.
+	mu sync.RWMutex
+	// resources holds the live config: one entry per configured resource,
+	// with its templates.
 	resources map[schema.GroupVersionResource]*parentKind
 	// byKind maps a served parent's group and kind to its GVR, for owner references.
 	byKind   map[schema.GroupKind]schema.GroupVersionResource
 	children map[schema.GroupVersionKind]*childKind
-	// waitingKinds are child kinds not (yet) served, or refused for their
-	// scope; they are looked at again on every CRD change.
+	// waitingKinds are child kinds not (yet) served; they are looked up
+	// again on every CRD change.
 	waitingKinds map[schema.GroupVersionKind]bool
+	// refusedKinds are child kinds found cluster-scoped: refused once and
+	// never looked up again.
+	refusedKinds map[schema.GroupVersionKind]bool
+	// childGen counts the changes of children, so that a plan built from
+	// an older state is not published over a newer one.
+	childGen uint64
+	// reloading is set while Reconfigure prepares a config: the child kinds
+	// are its to change; a CRD change meanwhile sets recheck, for it to
+	// look at the waiting kinds again once it ends.
+	reloading, recheck bool
 	// runCtx is the workers' context while they run; informers started
 	// later (a CRD installed, a reload) run under it.
 	runCtx context.Context
+	// reloadMu makes reloads take turns.
+	reloadMu sync.Mutex
 
 	crds        cache.SharedIndexInformer
 	queue       workqueue.TypedRateLimitingInterface[Key]
@@ -227,6 +244,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		byKind:       map[schema.GroupKind]schema.GroupVersionResource{},
 		children:     map[schema.GroupVersionKind]*childKind{},
 		waitingKinds: map[schema.GroupVersionKind]bool{},
+		refusedKinds: map[schema.GroupVersionKind]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
@@ -253,7 +271,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	for i, res := range opts.Config.Resources {
-		pk, err := c.newParentKind(ctx, res, opts.Sets[i])
+		pk, err := c.newParentKind(ctx, opts.Config.Path, res, opts.Sets[i], nil)
 		if err != nil {
 			return nil, err
 		}
@@ -264,9 +282,13 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.precreateLocked(pk)
 		opts.Metrics.served.WithLabelValues(pk.label).Set(boolGauge(pk.served))
 	}
-	if _, err := c.ensureChildrenLocked(ctx); err != nil {
+	plan, err := c.planChildren(ctx, c.resources, c.children, c.refusedKinds, nil)
+	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	c.commitChildrenLocked(ctx, plan, false)
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -399,7 +421,17 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 			}
 			enqueue(cur)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if m, err := meta.Accessor(obj); err == nil {
+				// A deleted child's dry run is never asked again: the memo
+				// stays bounded by the children that exist.
+				c.dryRuns.forget(m.GetUID())
+			}
+			enqueue(obj)
+		},
 	}
 }
 
@@ -549,7 +581,10 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 		return fmt.Errorf("informer caches did not sync within %s", c.opts.CacheSyncTimeout)
 	}
 	c.health.started.Store(true)
-	logger.Info("Caches synced, starting workers", "workers", c.opts.Workers, "resources", len(c.opts.Config.Resources))
+	c.mu.RLock()
+	configured := len(c.resources)
+	c.mu.RUnlock()
+	logger.Info("Caches synced, starting workers", "workers", c.opts.Workers, "resources", configured)
 
 	// Workers keep a context of their own so that a SIGTERM lets in-flight
 	// reconciles finish their writes instead of failing them half-way.

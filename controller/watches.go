@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -97,27 +94,29 @@ func builtinGroup(group string) bool {
 	return !strings.Contains(group, ".") || strings.HasSuffix(group, ".k8s.io")
 }
 
-// newParentKind builds the entry for res, with informers not yet running.
-func (c *Controller) newParentKind(ctx context.Context, res gvr.Resource, set *templates.Set) (*parentKind, error) {
+// newParentKind builds the entry for res of the config at path, with
+// informers not yet running. gate, when not nil, holds the informers' watch
+// errors until the config they were built for is committed.
+func (c *Controller) newParentKind(ctx context.Context, path string, res gvr.Resource, set *templates.Set, gate *pending) (*parentKind, error) {
 	g := res.GVR()
 	pk := &parentKind{res: res, set: set, label: g.GroupResource().String(), builtin: builtinGroup(res.Group),
 		gvk: schema.GroupVersionKind{Group: res.Group, Version: res.Version}}
 	if pk.builtin {
 		gvk, err := c.opts.Mapper.KindFor(g)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: the API server does not serve this built-in resource: %w", c.opts.Config.Path, g, err)
+			return nil, fmt.Errorf("%s: %s: the API server does not serve this built-in resource: %w", path, g, err)
 		}
 		pk.gvk, pk.served = gvk, true
 	}
-	if err := c.makeParentInformers(ctx, pk); err != nil {
+	if err := c.makeParentInformers(ctx, pk, gate); err != nil {
 		return nil, err
 	}
 	return pk, nil
 }
 
 // makeParentInformers gives pk a fresh set of informers: an informer that
-// was stopped cannot run again.
-func (c *Controller) makeParentInformers(ctx context.Context, pk *parentKind) error {
+// was stopped cannot run again. gate is newParentKind's.
+func (c *Controller) makeParentInformers(ctx context.Context, pk *parentKind, gate *pending) error {
 	g := pk.res.GVR()
 	pk.informers = map[string]cache.SharedIndexInformer{}
 	namespaces := scopeNamespaces(c.opts.Namespace, pk.res.Namespaces)
@@ -135,7 +134,7 @@ func (c *Controller) makeParentInformers(ctx context.Context, pk *parentKind) er
 		if _, err := inf.AddEventHandler(c.parentHandler(ctx, g)); err != nil {
 			return fmt.Errorf("adding event handler for %s: %w", g, err)
 		}
-		c.watchErrors(ctx, inf, func() bool { return c.crdServes(pk) })
+		c.watchErrors(ctx, inf, func() bool { return c.crdServes(pk) }, gate, g.GroupResource().String())
 		pk.informers[ns] = inf
 	}
 	return nil
@@ -236,13 +235,15 @@ func (c *Controller) newCRDInformer(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("CRD informer: %w", err)
 	}
-	c.watchErrors(ctx, c.crds, func() bool { return true })
+	c.watchErrors(ctx, c.crds, func() bool { return true }, nil, "")
 	return nil
 }
 
 // refresh brings every configured resource's informers in line with what
 // the API server serves: it starts the newly served, stops the no longer
-// served, and logs and records each change once.
+// served, and logs and records each change once. It reads only the CRD
+// cache under the lock; a child kind still waiting to be served is looked
+// up in discovery afterwards, outside it (resolveWaiting).
 func (c *Controller) refresh(ctx context.Context) {
 	if !c.crds.HasSynced() {
 		return
@@ -251,30 +252,15 @@ func (c *Controller) refresh(ctx context.Context) {
 	for g, pk := range c.resources {
 		c.refreshLocked(ctx, g, pk)
 	}
-	if len(c.waitingKinds) == 0 {
-		c.mu.Unlock()
-		return
+	lookup := len(c.waitingKinds) > 0
+	if lookup && c.reloading {
+		// The reload in progress owns the child kinds until it commits or
+		// is refused; it looks again then.
+		c.recheck, lookup = true, false
 	}
-	// A child kind was not served: a CRD change may have brought it.
-	if r, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok {
-		r.Reset()
-	}
-	before := len(c.waitingKinds)
-	started, err := c.ensureChildrenLocked(ctx)
-	resolved := len(c.waitingKinds) < before
 	c.mu.Unlock()
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Starting child informers")
-		return
-	}
-	if resolved {
-		// Resources that failed for want of the kind render again once
-		// its informers have synced.
-		go func() {
-			if cache.WaitForCacheSync(ctx.Done(), started...) {
-				c.EnqueueAll()
-			}
-		}()
+	if lookup {
+		c.resolveWaiting(ctx)
 	}
 }
 
@@ -311,7 +297,7 @@ func (c *Controller) refreshLocked(ctx context.Context, g schema.GroupVersionRes
 			next.stop = nil
 			// A stopped informer cannot run again: make fresh ones for
 			// when the CRD comes back.
-			if err := c.makeParentInformers(ctx, &next); err != nil {
+			if err := c.makeParentInformers(ctx, &next, nil); err != nil {
 				logger.Error(err, "Preparing informers", "gvr", g.String())
 			}
 		}
@@ -329,17 +315,6 @@ func (c *Controller) startParentLocked(pk *parentKind) {
 	pk.stop = cancel
 	for _, inf := range pk.informers {
 		go inf.RunWithContext(ctx)
-	}
-}
-
-// stopAll stops every parent informer (shutdown).
-func (c *Controller) stopAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, pk := range c.resources {
-		if pk.stop != nil {
-			pk.stop()
-		}
 	}
 }
 
@@ -375,184 +350,6 @@ func (c *Controller) childKinds() []*childKind {
 	return out
 }
 
-// ensureChildren creates (and, when the workers run, starts) the informers
-// for the child kinds and namespaces of the configured resources; c.mu is
-// held. It returns the informers it started, to wait for. Child informers
-// are never stopped: they are label-filtered to stencil's own children.
-func (c *Controller) ensureChildrenLocked(ctx context.Context) ([]cache.InformerSynced, error) {
-	namespaces := map[string]bool{}
-	var kinds []schema.GroupVersionKind
-	for _, pk := range c.resources {
-		for _, ns := range scopeNamespaces(c.opts.Namespace, pk.res.Namespaces) {
-			namespaces[ns] = true
-		}
-		for _, k := range pk.set.Kinds() {
-			if !containsGVK(kinds, k) {
-				kinds = append(kinds, k)
-			}
-		}
-	}
-	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
-	var started []cache.InformerSynced
-	for _, k := range kinds {
-		ck, ok := c.children[k]
-		if !ok {
-			mapping, err := c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
-			if err != nil {
-				// Not served (yet): a custom resource of another operator
-				// whose CRD is not installed is waited for, like a
-				// configured resource; CRD events look again.
-				if !c.waitingKinds[k] {
-					klog.FromContext(ctx).Info("Waiting for child kind to be served", "kind", k.String(), "err", err)
-				}
-				c.waitingKinds[k] = true
-				continue
-			}
-			if mapping.Scope.Name() == meta.RESTScopeNameRoot {
-				if !c.waitingKinds[k] {
-					klog.FromContext(ctx).Error(nil, "Child kind is cluster-scoped and is never written: children live in their custom resource's namespace", "kind", k.String())
-				}
-				c.waitingKinds[k] = true
-				continue
-			}
-			if c.waitingKinds[k] {
-				klog.FromContext(ctx).Info("Serving child kind", "kind", k.String(), "resource", mapping.Resource.String())
-			}
-			delete(c.waitingKinds, k)
-			ck = &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
-		} else {
-			cp := *ck
-			cp.informers = maps.Clone(ck.informers)
-			cp.names = maps.Clone(ck.names)
-			ck = &cp
-		}
-		for ns := range namespaces {
-			if _, ok := ck.informers[metav1.NamespaceAll]; ok {
-				break
-			}
-			if _, ok := ck.informers[ns]; ok {
-				continue
-			}
-			// Children are cached only if they carry stencil's label: on a
-			// shared cluster the Deployments and Services of others cost
-			// no memory.
-			inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, ck.gvr, ns, 0,
-				cache.Indexers{ownerUIDIndex: indexByOwnerUID},
-				func(lo *metav1.ListOptions) { lo.LabelSelector = managed }).Informer()
-			if err := inf.SetTransform(stripChild); err != nil {
-				return nil, fmt.Errorf("informer for %s: %w", ck.gvr, err)
-			}
-			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
-				return nil, fmt.Errorf("adding event handler for %s: %w", ck.gvr, err)
-			}
-			c.watchErrors(ctx, inf, func() bool { return true })
-			ck.informers[ns] = inf
-			if c.runCtx != nil {
-				go inf.RunWithContext(c.runCtx)
-				started = append(started, inf.HasSynced)
-			}
-			if c.opts.Metadata == nil {
-				continue
-			}
-			if ck.names == nil {
-				ck.names = map[string]cache.SharedIndexInformer{}
-			}
-			names := metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, ck.gvr, ns, 0, cache.Indexers{}, nil).Informer()
-			if err := names.SetTransform(stripNames); err != nil {
-				return nil, fmt.Errorf("names informer for %s: %w", ck.gvr, err)
-			}
-			c.watchErrors(ctx, names, func() bool { return true })
-			ck.names[ns] = names
-			if c.runCtx != nil {
-				go names.RunWithContext(c.runCtx)
-				started = append(started, names.HasSynced)
-			}
-		}
-		c.children[k] = ck
-	}
-	return started, nil
-}
-
-// sameWatch reports whether two versions of an entry watch the same objects
-// (so its informers can be kept across a reload).
-func sameWatch(a, b gvr.Resource) bool {
-	return a.GVR() == b.GVR() && a.Selector == b.Selector && strings.Join(a.Namespaces, ",") == strings.Join(b.Namespaces, ",")
-}
-
-// Reconfigure swaps in a new, already validated config and its templates,
-// atomically: entries that are new start (once their CRD is served),
-// entries that are gone stop (their children stay as they are), and every
-// custom resource of the entries that remain is re-rendered, which applies
-// what a changed template now renders and costs nothing where it renders
-// the same. It works before Run too (a standby replica keeps its config
-// current), and is safe to call while workers run.
-func (c *Controller) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*templates.Set) error {
-	if cfg == nil || len(sets) != len(cfg.Resources) {
-		return fmt.Errorf("controller: %d template sets for %d configured resources", len(sets), len(cfg.Resources))
-	}
-	logger := klog.FromContext(ctx)
-	c.mu.Lock()
-	next := map[schema.GroupVersionResource]*parentKind{}
-	var kept []schema.GroupVersionResource
-	for i, res := range cfg.Resources {
-		g := res.GVR()
-		if old, ok := c.resources[g]; ok && sameWatch(old.res, res) {
-			pk := *old
-			pk.res, pk.set = res, sets[i]
-			next[g] = &pk
-			kept = append(kept, g)
-			continue
-		}
-		pk, err := c.newParentKind(ctx, res, sets[i])
-		if err != nil {
-			c.mu.Unlock()
-			return err
-		}
-		next[g] = pk
-	}
-	for g, old := range c.resources {
-		if n, ok := next[g]; ok && n.informers != nil && sameWatch(old.res, n.res) {
-			continue
-		}
-		if old.stop != nil {
-			old.stop()
-		}
-		if old.served {
-			delete(c.byKind, old.gvk.GroupKind())
-		}
-		if _, ok := next[g]; !ok {
-			c.opts.Metrics.served.DeleteLabelValues(old.label)
-			logger.Info("Stopped serving resource: removed from the config; its children stay as they are", "gvr", g.String())
-		}
-	}
-	c.resources = next
-	c.opts.Config, c.opts.Sets = cfg, sets
-	for g, pk := range c.resources {
-		c.precreateLocked(pk)
-		if c.crds != nil {
-			c.refreshLocked(ctx, g, pk)
-		}
-	}
-	started, err := c.ensureChildrenLocked(ctx)
-	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if len(started) > 0 {
-		syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
-		defer cancel()
-		if !cache.WaitForCacheSync(syncCtx.Done(), started...) {
-			return fmt.Errorf("child informers did not sync within %s", c.opts.CacheSyncTimeout)
-		}
-	}
-	n := 0
-	for _, g := range kept {
-		n += c.enqueueResource(g)
-	}
-	logger.Info("Config reloaded", "resources", len(cfg.Resources), "requeued", n)
-	return nil
-}
-
 func (c *Controller) precreateLocked(pk *parentKind) {
 	var names []string
 	for _, k := range pk.set.Kinds() {
@@ -582,9 +379,16 @@ func (c *Controller) enqueueResource(g schema.GroupVersionResource) int {
 // watchErrors records watch failures for /readyz and logs them, unless
 // serving says the resource is gone on purpose (its CRD was deleted): a
 // watch that ends because its CRD went away is not a failure of stencil.
-func (c *Controller) watchErrors(ctx context.Context, inf cache.SharedIndexInformer, serving func() bool) {
+// While gate is not nil and its config not committed, the errors are the
+// reload's to report (under name), not the running replica's.
+func (c *Controller) watchErrors(ctx context.Context, inf cache.SharedIndexInformer, serving func() bool, gate *pending, name string) {
 	// The error is only ever "already started"; informers are set up first.
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
+		if gate != nil && !gate.committed.Load() {
+			gate.record(name, err)
+			klog.FromContext(ctx).V(2).Info("Watch failed for an informer of a config not yet committed", "resource", name, "err", err)
+			return
+		}
 		if !serving() || apierrors.IsNotFound(err) || errors.Is(err, context.Canceled) {
 			klog.FromContext(ctx).V(2).Info("Watch ended for a resource that is no longer served", "err", err)
 			return

@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/templates"
+)
+
+// Child kinds in two steps: a plan, built without the lock (discovery is a
+// request to the API server, and workers must not wait on it in
+// c.parent), then published under the lock, which only swaps maps. Child
+// informers are never stopped: they are label-filtered to stencil's own
+// children, and a kind a reload drops costs only what stencil wrote of it.
+
+// childPlan is what a set of parents needs of child kinds beyond the
+// informers the registry has: built, not yet published or started.
+type childPlan struct {
+	// kinds holds every served child kind the parents render: new entries,
+	// and copies of existing ones with informers added for new namespaces.
+	kinds map[schema.GroupVersionKind]*childKind
+	// added lists the informers created for the plan, to start.
+	added []namedInformer
+	// waiting holds the kinds not served (yet), with the lookup's error.
+	waiting map[schema.GroupVersionKind]error
+	// refused holds kinds found cluster-scoped: children live in their
+	// custom resource's namespace.
+	refused map[schema.GroupVersionKind]bool
+}
+
+// namedInformer is an informer and what it caches, for messages.
+type namedInformer struct {
+	name string
+	inf  cache.SharedIndexInformer
+}
+
+// planChildren builds the child informers parents need that have does not
+// hold; kinds in refused are not looked up again. gate, when not nil,
+// holds the new informers' watch errors until the plan is committed.
+func (c *Controller) planChildren(ctx context.Context, parents map[schema.GroupVersionResource]*parentKind,
+	have map[schema.GroupVersionKind]*childKind, refused map[schema.GroupVersionKind]bool, gate *pending) (*childPlan, error) {
+	namespaces := map[string]bool{}
+	var kinds []schema.GroupVersionKind
+	for _, pk := range parents {
+		for _, ns := range scopeNamespaces(c.opts.Namespace, pk.res.Namespaces) {
+			namespaces[ns] = true
+		}
+		for _, k := range pk.set.Kinds() {
+			if !containsGVK(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	// In order, so that a plan's informers and messages are the same on
+	// every replica.
+	nsList := sort.StringSlice(make([]string, 0, len(namespaces)))
+	for ns := range namespaces {
+		nsList = append(nsList, ns)
+	}
+	nsList.Sort()
+
+	plan := &childPlan{
+		kinds:   map[schema.GroupVersionKind]*childKind{},
+		waiting: map[schema.GroupVersionKind]error{},
+		refused: map[schema.GroupVersionKind]bool{},
+	}
+	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
+	reset := false
+	for _, k := range kinds {
+		if refused[k] {
+			continue
+		}
+		ck, ok := have[k]
+		if !ok {
+			mapping, err := c.restMapping(k, &reset)
+			if err != nil {
+				// Not served (yet): a custom resource of another operator
+				// whose CRD is not installed is waited for, like a
+				// configured resource; CRD events look again.
+				plan.waiting[k] = err
+				continue
+			}
+			if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+				plan.refused[k] = true
+				continue
+			}
+			ck = &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
+		} else {
+			cp := *ck
+			cp.informers = maps.Clone(ck.informers)
+			cp.names = maps.Clone(ck.names)
+			ck = &cp
+		}
+		name := ck.gvr.GroupResource().String()
+		for _, ns := range nsList {
+			if _, ok := ck.informers[metav1.NamespaceAll]; ok {
+				break
+			}
+			if _, ok := ck.informers[ns]; ok {
+				continue
+			}
+			// Children are cached only if they carry stencil's label: on a
+			// shared cluster the Deployments and Services of others cost
+			// no memory.
+			inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, ck.gvr, ns, 0,
+				cache.Indexers{ownerUIDIndex: indexByOwnerUID},
+				func(lo *metav1.ListOptions) { lo.LabelSelector = managed }).Informer()
+			if err := inf.SetTransform(stripChild); err != nil {
+				return nil, fmt.Errorf("informer for %s: %w", ck.gvr, err)
+			}
+			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
+				return nil, fmt.Errorf("adding event handler for %s: %w", ck.gvr, err)
+			}
+			c.watchErrors(ctx, inf, func() bool { return true }, gate, name)
+			ck.informers[ns] = inf
+			plan.added = append(plan.added, namedInformer{name: name, inf: inf})
+			if c.opts.Metadata == nil {
+				continue
+			}
+			if ck.names == nil {
+				ck.names = map[string]cache.SharedIndexInformer{}
+			}
+			names := metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, ck.gvr, ns, 0, cache.Indexers{}, nil).Informer()
+			if err := names.SetTransform(stripNames); err != nil {
+				return nil, fmt.Errorf("names informer for %s: %w", ck.gvr, err)
+			}
+			c.watchErrors(ctx, names, func() bool { return true }, gate, name+" (names)")
+			ck.names[ns] = names
+			plan.added = append(plan.added, namedInformer{name: name + " (names)", inf: names})
+		}
+		plan.kinds[k] = ck
+	}
+	return plan, nil
+}
+
+// restMapping looks k up. A kind the mapper does not know may be one whose
+// CRD was installed since discovery was cached: the mapper is reset once
+// per plan (*reset) and asked again.
+func (c *Controller) restMapping(k schema.GroupVersionKind, reset *bool) (*meta.RESTMapping, error) {
+	mapping, err := c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
+	if err == nil || *reset {
+		return mapping, err
+	}
+	r, ok := c.opts.Mapper.(meta.ResettableRESTMapper)
+	if !ok {
+		return mapping, err
+	}
+	r.Reset()
+	*reset = true
+	return c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
+}
+
+// commitChildrenLocked publishes plan; c.mu is held. With start, it runs
+// the plan's informers under the workers' context (if they run) and
+// returns them, to wait for. Each change of state is logged once.
+func (c *Controller) commitChildrenLocked(ctx context.Context, plan *childPlan, start bool) []cache.InformerSynced {
+	logger := klog.FromContext(ctx)
+	for k, ck := range plan.kinds {
+		if c.waitingKinds[k] {
+			logger.Info("Serving child kind", "kind", k.String(), "resource", ck.gvr.String())
+		}
+		c.children[k] = ck
+	}
+	waiting := make(map[schema.GroupVersionKind]bool, len(plan.waiting))
+	for k, err := range plan.waiting {
+		if !c.waitingKinds[k] {
+			logger.Info("Waiting for child kind to be served", "kind", k.String(), "err", err)
+		}
+		waiting[k] = true
+	}
+	c.waitingKinds = waiting
+	for k := range plan.refused {
+		if !c.refusedKinds[k] {
+			logger.Error(nil, "Child kind is cluster-scoped and is never written: children live in their custom resource's namespace", "kind", k.String())
+		}
+		c.refusedKinds[k] = true
+	}
+	c.childGen++
+	if !start || c.runCtx == nil {
+		return nil
+	}
+	started := make([]cache.InformerSynced, 0, len(plan.added))
+	for _, a := range plan.added {
+		go a.inf.RunWithContext(c.runCtx)
+		started = append(started, a.inf.HasSynced)
+	}
+	return started
+}
+
+// resolveWaiting looks the waiting child kinds up again, after a CRD
+// change that may have brought them. Discovery runs outside c.mu; the lock
+// is held only to publish, and only if nothing changed the child kinds
+// meanwhile (else it plans again from the new state).
+func (c *Controller) resolveWaiting(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if r, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok {
+		r.Reset()
+	}
+	// Two attempts suffice: the child kinds change only on a reload (which
+	// looks again itself once it ends) and on this path.
+	for range 2 {
+		c.mu.RLock()
+		parents, have, refused := maps.Clone(c.resources), maps.Clone(c.children), maps.Clone(c.refusedKinds)
+		gen, before := c.childGen, len(c.waitingKinds)
+		c.mu.RUnlock()
+		plan, err := c.planChildren(ctx, parents, have, refused, nil)
+		if err != nil {
+			logger.Error(err, "Starting child informers")
+			return
+		}
+		c.mu.Lock()
+		if c.reloading {
+			c.recheck = true
+			c.mu.Unlock()
+			return
+		}
+		if c.childGen != gen {
+			c.mu.Unlock()
+			continue
+		}
+		started := c.commitChildrenLocked(ctx, plan, true)
+		resolved := len(c.waitingKinds) < before
+		c.mu.Unlock()
+		if resolved {
+			// Resources that failed for want of the kind render again once
+			// its informers have synced.
+			go func() {
+				if cache.WaitForCacheSync(ctx.Done(), started...) {
+					c.EnqueueAll()
+				}
+			}()
+		}
+		return
+	}
+}
