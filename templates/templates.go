@@ -114,8 +114,12 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		s.kinds = slices.Clone(opts.AllowedKinds)
 	}
 	var errs []error
+	// fieldOf names the config field of each file, for errors found after
+	// parsing.
+	fieldOf := map[string]string{}
 	root := template.New(entry).Option("missingkey=error").Funcs(Funcs()).Funcs(parseOnlyFuncs())
 	parseField := func(field, name string) {
+		fieldOf[name] = field
 		if err := parseFile(cfg, root, name); err != nil {
 			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
 		}
@@ -143,7 +147,11 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		}
 		done[t.Tree] = true
 		if err := rewriteTree(t.Tree); err != nil {
-			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: err})
+			field := fieldOf[t.Tree.ParseName]
+			if field == "" {
+				field = "templates"
+			}
+			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
 		}
 	}
 	if len(errs) > 0 {
