@@ -39,8 +39,8 @@ run: cluster-up build ## Install crds/, run the controller with crds/stencil.yam
 	$(CLUSTER)/run.sh
 
 # Runs every phase even when one fails, times each, and fails if any failed.
-test: ## Run unit, integration, smoke and fault tests, then rbac-check and monitoring-check
-	@rc=0; for t in unit integration smoke faults rbac-check monitoring-check; do \
+test: ## Run lint, unit, integration, smoke and fault tests, then rbac-check and monitoring-check
+	@rc=0; for t in lint unit integration smoke faults rbac-check monitoring-check; do \
 	  start=$$(date +%s); \
 	  if $(MAKE) --no-print-directory $$t; then r=passed; else r=FAILED; rc=1; fi; \
 	  echo "test: $$t $$r in $$(( $$(date +%s) - start ))s"; \
@@ -89,7 +89,7 @@ bench: tools build ## Run the benchmarks: unit (no cluster), then BenchmarkConve
 	STENCIL_BENCH_BASELINE_CONFIG=$(CURDIR)/bin/baseline-src/crds/stencil.yaml \
 	  $(WITH_CLUSTER) $(GO) test -tags integration -run='^$$' -bench='$(BENCH)' -benchtime=1x -timeout=120m $(GOTESTFLAGS) ./test/integration/...
 
-lint: ## Check formatting (gofmt) and run go vet
+lint: ## Check formatting (gofmt), run go vet, and shellcheck every script
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.cluster/*')); \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (make fmt):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -97,6 +97,8 @@ lint: ## Check formatting (gofmt) and run go vet
 	  echo "$(GO) vet -tags integration ./test/integration/..."; \
 	  $(GO) vet -tags integration ./test/integration/...; \
 	fi
+	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is missing (apt-get install shellcheck)"; exit 1; }
+	shellcheck -x $$(git ls-files '*.sh') .ci/run
 
 fmt: ## Format the Go code with gofmt
 	gofmt -w $$(find . -name '*.go' -not -path './bin/*' -not -path './.cluster/*')

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # bin, logs, pids, pki, root and components come from env.sh, sourced first
 # Sourced after env.sh: how each process of the plane is started. up.sh
 # starts them all in order; the fault suite (test/faults) stops one
 # (SIGKILL, SIGTERM, SIGSTOP) and starts it again with the same flags, on

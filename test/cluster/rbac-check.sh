@@ -17,7 +17,8 @@ unnoticed=0
 # check FILE VAR: VAR is the environment variable through which the
 # least-privilege scenario takes a replacement for FILE.
 check() {
-  local role=$1 var=$2 dir="$work/$(basename "$1" .yaml)"
+  local role=$1 var=$2 dir
+  dir="$work/$(basename "$1" .yaml)"
   mkdir -p "$dir"
   # Split the role into its header and its rules ("- apiGroups:" each).
   awk -v dir="$dir" '

@@ -33,7 +33,7 @@ metrics=$(scrape_metrics)
 for name in stencil_reconcile_duration_seconds_count workqueue_depth workqueue_adds_total \
   workqueue_retries_total workqueue_queue_duration_seconds_count workqueue_work_duration_seconds_count \
   rest_client_requests_total go_goroutines process_resident_memory_bytes; do
-  grep -q "^$name[{ ]" <<<"$metrics" || fail "/metrics lacks $name"
+  grep -q "^${name}[{ ]" <<<"$metrics" || fail "/metrics lacks $name"
 done
 writes=$(metric stencil_child_writes_total)
 # Deployment, Service, ConfigMap and PodDisruptionBudget of the sample.

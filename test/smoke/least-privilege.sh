@@ -85,5 +85,5 @@ if ! k get namespace stencil-system >/dev/null 2>&1; then
   defer "$KUBECTL" delete namespace stencil-system --wait=false
 fi
 out=$(k apply -k "$smoke_root/deploy/" --dry-run=server 2>&1) || fail "apply -k deploy/ --dry-run=server: $out"
-echo "$out" | sed "s/^/[$SCENARIO]   /"
+while IFS= read -r line; do echo "[$SCENARIO]   $line"; done <<<"$out"
 ok "deploy/ passes the API server's validation ($(wc -l <<<"$out") objects)"

@@ -16,7 +16,7 @@ for child in service/demo deployment/demo; do
   recreated() {
     local uid
     uid=$(kn get "$child" -o jsonpath='{.metadata.uid}' 2>&1) || { echo "$uid"; return 1; }
-    [ -n "$uid" ] && [ "$uid" != "$old" ] || { echo "$child has uid '$uid'"; return 1; }
+    if [ -z "$uid" ] || [ "$uid" = "$old" ]; then echo "$child has uid '$uid'"; return 1; fi
   }
   wait_for 30 "$child to be recreated" recreated
   owner=$(kn get "$child" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')
