@@ -190,8 +190,7 @@ func newGroupClients(cfg *rest.Config) (groupClients, error) {
 // heap is mostly the informer caches, which live as long as the process, so
 // the default 100 keeps a second cache's worth of headroom that only
 // short-lived sync garbage uses; 50 halves that headroom for about twice
-// the (small) collection work. README ("Deploy to a real cluster", Memory)
-// has the figures.
+// the (small) collection work. docs/operating.md (Memory) has the figures.
 const gcPercent = 50
 
 func setGCPercent() {
