@@ -2,8 +2,10 @@ package templates
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +14,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/gvr"
 )
 
 // hostileTemplate prints .Spec.s in every position a chart-style template
@@ -339,4 +344,120 @@ func TestLoadRefusesTplAndLookup(t *testing.T) {
 			t.Errorf("%q: err = %v, want it to contain %q", tt.text, err, tt.want)
 		}
 	}
+}
+
+// TestHelmCreateChartHostile renders the templates of `helm create`
+// (testdata/helmcreate, ported: .Values -> .Spec, .Release.Name -> .Name)
+// with a hostile string in each string field of the spec in turn. Each
+// render either fails (a name or a label the tenant broke is refused) or
+// has exactly the fields of the benign render, with the string in its one
+// field.
+func TestHelmCreateChartHostile(t *testing.T) {
+	cfg, err := gvr.Load("testdata/helmcreate/stencil.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Load(cfg, cfg.Resources[0], Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/helmcreate/spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Spec map[string]any `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := gvr.CopyJSONValue(doc.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(spec map[string]any) (map[string][]string, []*unstructured.Unstructured, error) {
+		p := parent()
+		p.Spec = spec
+		children, err := set.Render(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		paths := map[string][]string{}
+		for _, c := range children {
+			paths[c.GetKind()] = fieldPaths(c.Object, "")
+		}
+		return paths, children, nil
+	}
+	benign, _, err := render(spec.(map[string]any))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaves [][]string
+	var walk func(path []string, v any)
+	walk = func(path []string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(append(slices.Clone(path), k), e)
+			}
+		case string:
+			leaves = append(leaves, path)
+		}
+	}
+	walk(nil, spec)
+	r := rand.New(rand.NewPCG(21, 2))
+	rendered, refused := 0, 0
+	for _, leaf := range leaves {
+		for range 100 {
+			s := hostileString(r)
+			hostile, _ := gvr.CopyJSONValue(spec)
+			m := hostile.(map[string]any)
+			for _, k := range leaf[:len(leaf)-1] {
+				m = m[k].(map[string]any)
+			}
+			m[leaf[len(leaf)-1]] = s
+			paths, children, err := render(hostile.(map[string]any))
+			if err != nil {
+				var re *RenderError
+				if !errors.As(err, &re) {
+					t.Fatalf("%v = %q: %v is not a RenderError", leaf, s, err)
+				}
+				refused++
+				continue
+			}
+			rendered++
+			if !reflect.DeepEqual(paths, benign) {
+				t.Errorf("%v = %q: the children's shape changed:\n got %v\nwant %v", leaf, s, paths, benign)
+			}
+			found := false
+			for _, c := range children {
+				found = found || containsString(c.Object, s)
+			}
+			if !found && !strings.Contains(strings.Join(leaf, "."), "Override") {
+				t.Errorf("%v = %q: the string is in no field of the children", leaf, s)
+			}
+		}
+	}
+	t.Logf("%d string fields, %d hostile renders, %d refused (a broken name or label), %d rendered with the benign shape", len(leaves), rendered+refused, refused, rendered)
+}
+
+// containsString says whether s is a value (or is within a value) in v.
+func containsString(v any, s string) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if containsString(e, s) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if containsString(e, s) {
+				return true
+			}
+		}
+	case string:
+		return strings.Contains(v, s)
+	}
+	return false
 }
