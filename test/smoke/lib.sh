@@ -113,10 +113,12 @@ free_port() {
 }
 
 # fail_if_denied WHILE fails the scenario if the controller's log shows an
-# authorization error ("forbidden"); no scenario expects one.
+# authorization error ("forbidden"), unless the scenario expects one and set
+# STENCIL_LOG_DENIED_OK.
+STENCIL_LOG_DENIED_OK=""
 fail_if_denied() {
   local denied
-  [ -n "$STENCIL_LOG" ] || return 0
+  [ -n "$STENCIL_LOG" ] && [ -z "$STENCIL_LOG_DENIED_OK" ] || return 0
   if denied=$(grep -m1 -i forbidden "$STENCIL_LOG"); then
     fail "$1, the controller was denied: ${denied:0:400}"
   fi
