@@ -260,6 +260,9 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 // the cached status never equals the desired one; statusMemo remembers what
 // the server made of the last patch, so the same request is not sent again.
 func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, status map[string]any) error {
+	if s, ok := c.statusSchema(pk); ok {
+		status, _ = pruneBySchema(status, s).(map[string]any)
+	}
 	current := currentStatus(parent)
 	if sameJSON(current, status) {
 		return nil

@@ -196,7 +196,13 @@ func stripCRD(obj any) (any, error) {
 	vs, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	for _, v := range vs {
 		if m, ok := v.(map[string]any); ok {
-			versions = append(versions, map[string]any{"name": m["name"], "served": m["served"]})
+			// The transform may see an object it already stripped (client-go
+			// asks it to be idempotent): keep what it kept then.
+			schema, stripped := m["statusSchema"]
+			if !stripped {
+				schema = statusSchemaOf(m)
+			}
+			versions = append(versions, map[string]any{"name": m["name"], "served": m["served"], "statusSchema": schema})
 		}
 	}
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
