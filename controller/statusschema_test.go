@@ -13,7 +13,9 @@ func TestPruneBySchema(t *testing.T) {
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "observedGeneration": int64(2)}},
 		"extra":      map[string]any{"a": "b", "n": map[string]any{"x": int64(1)}},
 	}
-	obj := func(props map[string]any) map[string]any { return map[string]any{"type": "object", "properties": props} }
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
+	}
 	str := map[string]any{"type": "string"}
 	tests := []struct {
 		name   string
