@@ -16,6 +16,20 @@ import (
 // verbOrder is the order verbs appear in a rule, the order kubectl prints them.
 var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
+// The verbs stencil needs on what a config names. ClusterRole grants them
+// and a reload checks them (access.go) from these lists, so that what
+// "stencil rbac" prints and what a reload demands cannot drift apart.
+var (
+	// parentVerbs are what the informers of a configured resource need.
+	parentVerbs = []string{"get", "list", "watch"}
+	// statusVerbs are what the merge patch of its status subresource needs.
+	statusVerbs = []string{"patch"}
+	// childVerbs are what a child kind needs: get, list and watch for its
+	// informers, create and patch for server-side apply (which creates),
+	// delete for pruning. No update: stencil never PUTs a child.
+	childVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
+)
+
 // ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
 // for cfg: read and watch every configured resource and the CRDs, merge-patch
 // its status, apply and prune each entry's child kinds, and record events.
@@ -40,8 +54,8 @@ func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 		}
 	}
 	for _, r := range cfg.Resources {
-		grant(r.Group, r.Resource, "get", "list", "watch")
-		grant(r.Group, r.Resource+"/status", "patch")
+		grant(r.Group, r.Resource, parentVerbs...)
+		grant(r.Group, r.Resource+"/status", statusVerbs...)
 		// Children carry blockOwnerDeletion: true. Where the
 		// OwnerReferencesPermissionEnforcement admission plugin is on
 		// (OpenShift), setting it needs update on the owner's finalizers.
@@ -56,8 +70,7 @@ func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 					cfg.Path, gvr.EntryName(i, r), k))
 				continue
 			}
-			// Server-side apply that creates needs create and patch; pruning needs delete.
-			grant(res.Group, res.Resource, "get", "list", "watch", "create", "patch", "delete")
+			grant(res.Group, res.Resource, childVerbs...)
 		}
 	}
 	if len(errs) > 0 {

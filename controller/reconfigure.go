@@ -108,9 +108,10 @@ func sameWatch(a, b gvr.Resource) bool {
 // entries that are gone stop (their children stay as they are), and every
 // custom resource of the new config is re-rendered, which applies what a
 // changed template now renders and costs nothing where it renders the
-// same. A reload whose informers do not sync (stencil may not list or watch
-// a kind it adds, say) is refused with an error naming the resource, and
-// changes nothing. It works before Run too (a standby replica keeps its
+// same. A reload that stencil lacks the RBAC for (checkAccess, before
+// anything of it starts), or whose informers do not sync, is refused with
+// an error naming the resource (and the refused verbs), and changes
+// nothing. It works before Run too (a standby replica keeps its
 // config current), and is safe to call while workers run.
 func (c *Controller) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*templates.Set) error {
 	if cfg == nil {
@@ -179,6 +180,11 @@ func (c *Controller) prepare(ctx context.Context, cfg *gvr.Config, sets []*templ
 		return nil, fmt.Errorf("%s: child kind %s is cluster-scoped: children live in their custom resource's namespace", cfg.Path, strings.Join(kinds, ", "))
 	}
 	p.children = plan
+	// Before anything of the new config runs: refused, nothing was started,
+	// and the informers built above are garbage.
+	if err := c.checkAccess(ctx, c.reloadNeeds(p, have)); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
+	}
 	if runCtx == nil {
 		// Before Run nothing runs yet; runWorkers starts every informer
 		// and waits for all of them.

@@ -123,6 +123,13 @@ type plane struct {
 // waits until its workers have started. Run ends when the test does.
 func startPlane(t *testing.T, path string, forbidConfigMaps bool, objs ...*unstructured.Unstructured) *plane {
 	t.Helper()
+	return startPlaneKube(t, path, forbidConfigMaps, nil, objs...)
+}
+
+// startPlaneKube is startPlane with Options.Kube, for the access reviews
+// of a reload.
+func startPlaneKube(t *testing.T, path string, forbidConfigMaps bool, kube Kube, objs ...*unstructured.Unstructured) *plane {
+	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	p := &plane{t: t, ctx: ctx, metrics: NewMetrics()}
@@ -155,7 +162,7 @@ func startPlane(t *testing.T, path string, forbidConfigMaps bool, objs ...*unstr
 
 	cfg, sets := loadConfig(t, path)
 	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: p.client, Mapper: mapper, Metrics: p.metrics,
-		Recorder: &record.FakeRecorder{}, Workers: 2, CacheSyncTimeout: 10 * time.Second, FirstStatusDelay: -1})
+		Kube: kube, Recorder: &record.FakeRecorder{}, Workers: 2, CacheSyncTimeout: 10 * time.Second, FirstStatusDelay: -1})
 	must(t, err)
 	p.c = c
 	done := make(chan error, 1)

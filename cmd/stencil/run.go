@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
@@ -161,11 +162,12 @@ func envOr(name, def string) string {
 	return def
 }
 
-// groupClients is controller.Kube built from the two group clients it
-// needs, not the whole clientset (see controller.Kube for why).
+// groupClients is controller.Kube built from the group clients it needs,
+// not the whole clientset (see controller.Kube for why).
 type groupClients struct {
 	core  corev1.CoreV1Interface
 	coord coordinationv1.CoordinationV1Interface
+	authz authorizationv1.AuthorizationV1Interface
 }
 
 // CoreV1 returns the core group client (events).
@@ -173,6 +175,10 @@ func (g groupClients) CoreV1() corev1.CoreV1Interface { return g.core }
 
 // CoordinationV1 returns the coordination group client (the Lease).
 func (g groupClients) CoordinationV1() coordinationv1.CoordinationV1Interface { return g.coord }
+
+// AuthorizationV1 returns the authorization group client (a reload's
+// access reviews).
+func (g groupClients) AuthorizationV1() authorizationv1.AuthorizationV1Interface { return g.authz }
 
 func newGroupClients(cfg *rest.Config) (groupClients, error) {
 	core, err := corev1.NewForConfig(cfg)
@@ -183,7 +189,11 @@ func newGroupClients(cfg *rest.Config) (groupClients, error) {
 	if err != nil {
 		return groupClients{}, fmt.Errorf("coordination client: %w", err)
 	}
-	return groupClients{core: core, coord: coord}, nil
+	authz, err := authorizationv1.NewForConfig(cfg)
+	if err != nil {
+		return groupClients{}, fmt.Errorf("authorization client: %w", err)
+	}
+	return groupClients{core: core, coord: coord, authz: authz}, nil
 }
 
 // gcPercent is the GOGC the controller runs with unless GOGC is set. Its
