@@ -2,7 +2,8 @@
 # A reload that adds a child kind stencil may not write is refused whole.
 # stencil runs as a ServiceAccount bound to exactly what `stencil rbac`
 # printed for its config (Deployments and Services); the config then gains a
-# ConfigMap child. The reload is refused naming configmaps, the running
+# ConfigMap child. The reload is refused naming configmaps and the verbs
+# stencil lacks (asked of the API server before anything starts), the running
 # config keeps serving (the resource stays Ready, a spec edit still reaches
 # its Deployment) and no ConfigMap write is attempted. Once the new
 # `stencil rbac` output is applied, the next reload (SIGHUP) creates the
@@ -73,7 +74,7 @@ kill -HUP "$STENCIL_PID"
 refused() { [ "$(metric stencil_config_last_reload_successful)" = 0 ]; }
 wait_for 60 "stencil_config_last_reload_successful 0" refused
 line=$(grep -i 'reload rejected' "$STENCIL_LOG" | tail -n 1)
-[[ "$line" == *configmaps* ]] || fail "the refusal does not name configmaps: ${line:0:600}"
+[[ "$line" == *"create, patch, delete configmaps"* ]] || fail "the refusal does not name configmaps and the verbs: ${line:0:600}"
 ok "refused: ${line:0:400}"
 
 step "the running config keeps serving"
