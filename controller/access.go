@@ -60,6 +60,10 @@ func (e *AccessDeniedError) Error() string {
 	return fmt.Sprintf("reload refused: stencil may not %s %s %s (RBAC)", strings.Join(e.Verbs, ", "), e.Resource, where)
 }
 
+// Retryable says the same config may be taken later without a change to
+// it: once the RBAC it lacks is granted. The reload loop tries it again.
+func (e *AccessDeniedError) Retryable() bool { return true }
+
 // reloadNeeds lists what a prepared config needs beyond the running one:
 // the parents it starts watching (new entries, or entries whose watch
 // changed), and the child kinds and namespaces it adds to have. Sorted, so

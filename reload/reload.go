@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -42,7 +43,20 @@ type Watcher struct {
 
 	// fingerprint is the hash of the files last tried.
 	fingerprint string
+	// retryAt, when set, is when the files last tried are tried again
+	// although unchanged: they were refused for a reason outside them.
+	retryAt time.Time
 }
+
+// RetryDenied is how often a config refused for a reason outside its files
+// (stencil lacks the RBAC it needs) is tried again by the poll: the
+// operator applies the new `stencil rbac` output and need not touch the
+// config. Not more often: each try asks the API server a few questions and
+// logs the refusal.
+const RetryDenied = 30 * time.Second
+
+// retryable is an error a later try of the same files may not meet.
+type retryable interface{ Retryable() bool }
 
 // New returns a Watcher for the config at path. It takes the fingerprint of
 // the files first, so the caller loads the config after it: a change made
@@ -131,17 +145,25 @@ func (w *Watcher) Run(ctx context.Context) {
 func (w *Watcher) reload(ctx context.Context, force bool) {
 	logger := klog.FromContext(ctx)
 	fp := Fingerprint(w.Path)
-	if fp == w.fingerprint && !force {
+	if fp == w.fingerprint && !force && (w.retryAt.IsZero() || time.Now().Before(w.retryAt)) {
 		return
 	}
 	// Whatever the outcome, this content has been tried: an invalid
 	// config is reported once, not on every poll.
 	w.fingerprint = fp
+	w.retryAt = time.Time{}
 	cfg, sets, err := Load(w.Path)
 	if err == nil {
 		err = w.Apply(ctx, cfg, sets)
 	}
 	if err != nil {
+		var r retryable
+		if errors.As(err, &r) && r.Retryable() {
+			w.retryAt = time.Now().Add(RetryDenied)
+			logger.Error(err, "Config reload rejected; the running config keeps serving, and the same config is tried again", "retryIn", RetryDenied)
+			w.Result(false, time.Now())
+			return
+		}
 		logger.Error(err, "Config reload rejected; the running config keeps serving")
 		w.Result(false, time.Now())
 		return

@@ -2,6 +2,7 @@ package reload
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,55 @@ func TestReloadThroughAConfigMapVolume(t *testing.T) {
 	w.reload(ctx, true)
 	if len(applied) != 3 {
 		t.Fatalf("forced reload: %d applies, want 3", len(applied))
+	}
+}
+
+// deniedError is refused for a reason outside the files, as the
+// controller's RBAC refusal.
+type deniedError struct{}
+
+func (deniedError) Error() string   { return "reload refused: stencil may not create configmaps (RBAC)" }
+func (deniedError) Retryable() bool { return true }
+
+// A config refused for a reason outside its files (RBAC granted later) is
+// tried again by the poll, every RetryDenied, without an edit; one refused
+// for itself is not.
+func TestReloadRetriesARefusalOutsideTheFiles(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": config, "deployment.yaml.tmpl": deployment})
+	path := filepath.Join(dir, "stencil.yaml")
+	denied := true
+	var results []bool
+	w := New(path, time.Hour, func(context.Context, *gvr.Config, []*templates.Set) error {
+		if denied {
+			return fmt.Errorf("%s: %w", path, deniedError{})
+		}
+		return nil
+	}, func(ok bool, _ time.Time) { results = append(results, ok) })
+
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": config,
+		"deployment.yaml.tmpl": strings.Replace(deployment, "name: web", "name: server", 1)})
+	w.reload(ctx, false)
+	if len(results) != 1 || results[0] {
+		t.Fatalf("denied: results %v, want [false]", results)
+	}
+	if wait := time.Until(w.retryAt); wait < RetryDenied-time.Second || wait > RetryDenied {
+		t.Fatalf("retry in %s, want %s", wait, RetryDenied)
+	}
+	w.reload(ctx, false)
+	if len(results) != 1 {
+		t.Fatalf("tried again before RetryDenied: results %v", results)
+	}
+	// RetryDenied later, with the RBAC granted meanwhile.
+	w.retryAt = time.Now().Add(-time.Millisecond)
+	denied = false
+	w.reload(ctx, false)
+	if len(results) != 2 || !results[1] {
+		t.Fatalf("after the grant: results %v, want [false true]", results)
+	}
+	w.reload(ctx, false)
+	if len(results) != 2 {
+		t.Fatalf("taken config tried again: results %v", results)
 	}
 }
