@@ -15,6 +15,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	core "k8s.io/client-go/testing"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/reload"
 )
 
@@ -97,9 +98,9 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Reconfigure = %v, want an error saying %q", err, want)
 	}
-	var denied *AccessDeniedError
+	var denied *registry.AccessDeniedError
 	if !errors.As(err, &denied) || denied.Resource != "configmaps" || strings.Join(denied.Verbs, ",") != "create,patch,delete" {
-		t.Errorf("Reconfigure error = %#v, want an *AccessDeniedError for configmaps create, patch, delete", denied)
+		t.Errorf("Reconfigure error = %#v, want a *registry.AccessDeniedError for configmaps create, patch, delete", denied)
 	}
 	// Every verb "stencil rbac" grants a child kind was asked, cluster-wide.
 	if got := kube.askedFor("configmaps", ""); strings.Join(got, ",") != strings.Join(childVerbs, ",") {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/reload"
 	"stencil.dev/stencil/templates"
@@ -139,7 +140,7 @@ func startPlaneKube(t *testing.T, path string, forbidConfigMaps bool, kube Kube,
 		initial = append(initial, o)
 	}
 	p.client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		crdGVR: "CustomResourceDefinitionList", webappGVR: "WebAppList", gizmoGVR: "GizmoList",
+		registry.CRDResource: "CustomResourceDefinitionList", webappGVR: "WebAppList", gizmoGVR: "GizmoList",
 		deploymentGVR: "DeploymentList", serviceGVR: "ServiceList", configMapGVR: "ConfigMapList",
 	}, initial...)
 	denied := func(action core.Action) (bool, runtime.Object, error) {
@@ -306,7 +307,7 @@ func TestRegistryServesResourceOnceItsCRDAppears(t *testing.T) {
 		t.Fatalf("stencil_resource_served = %v before the CRD exists, want 0", got)
 	}
 
-	p.create(crdGVR, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"))
+	p.create(registry.CRDResource, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"))
 	p.eventually("webapps is served", func() bool { return p.served(webappGVR) })
 	if got := p.servedMetric("webapps.apps.example.com"); got != 1 {
 		t.Errorf("stencil_resource_served = %v, want 1", got)
@@ -323,7 +324,7 @@ func TestRegistryStopsServingResourceWhoseCRDIsDeletedOthersUndisturbed(t *testi
 	p.eventually("the Gizmo's Deployment is applied", func() bool { return p.applied(deploymentGVR, "g") })
 	webapps := p.c.parent(webappGVR)
 
-	must(t, p.client.Resource(crdGVR).Delete(p.ctx, "gizmos.toys.example.com", metav1.DeleteOptions{}))
+	must(t, p.client.Resource(registry.CRDResource).Delete(p.ctx, "gizmos.toys.example.com", metav1.DeleteOptions{}))
 	p.eventually("gizmos is no longer served", func() bool { return !p.served(gizmoGVR) })
 	if got := p.servedMetric("gizmos.toys.example.com"); got != 0 {
 		t.Errorf("stencil_resource_served{gizmos} = %v, want 0", got)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/controller/registry"
 )
 
 // Status phases. The phase is deprecated in favour of the conditions (the API
@@ -261,7 +263,7 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 // the server made of the last patch, so the same request is not sent again.
 func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, status map[string]any) error {
 	if s, ok := c.statusSchema(pk); ok {
-		status, _ = pruneBySchema(status, s).(map[string]any)
+		status, _ = registry.PruneBySchema(status, s).(map[string]any)
 	}
 	current := currentStatus(parent)
 	if sameJSON(current, status) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -29,8 +30,6 @@ import (
 // (stripped to the few fields read here), not from polling discovery: a
 // change is seen within a watch event, and costs nothing while nothing
 // changes.
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // parentKind is one configured resource and its informers. It is replaced,
 // never changed, once published in Controller.resources: a sync holds the
@@ -150,87 +149,25 @@ func (c *Controller) crdServes(pk *parentKind) bool {
 	return ok
 }
 
-// servedKind looks res up in the CRD cache: the CRD's name is always
-// <plural>.<group>.
+// servedKind looks res up in the CRD cache.
 func (c *Controller) servedKind(res gvr.Resource) (string, bool) {
-	obj, exists, err := c.crds.GetIndexer().GetByKey(res.Resource + "." + res.Group)
-	if err != nil || !exists {
-		return "", false
-	}
-	crd, ok := obj.(*unstructured.Unstructured)
-	if !ok || !isEstablished(crd) || crd.GetDeletionTimestamp() != nil {
-		// A CRD being deleted takes its custom resources with it: stop
-		// before its watches break.
-		return "", false
-	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if m["name"] == res.Version && m["served"] == true {
-			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-			return kind, kind != ""
-		}
-	}
-	return "", false
+	return registry.ServedKind(c.crds.GetIndexer(), res)
 }
 
-func isEstablished(crd *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, _ := cond.(map[string]any)
-		if m["type"] == "Established" {
-			return m["status"] == "True"
-		}
+// statusSchema returns the status schema of pk's CRD at its version from
+// the CRD cache, and whether there is one to prune by.
+func (c *Controller) statusSchema(pk *parentKind) (map[string]any, bool) {
+	if pk.builtin || c.crds == nil {
+		return nil, false
 	}
-	return false
-}
-
-// stripCRD keeps the few fields of a CRD the registry reads: a CRD's schema
-// can be hundreds of kilobytes, and a cluster may hold hundreds of CRDs.
-func stripCRD(obj any) (any, error) {
-	crd, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	var versions []any
-	vs, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range vs {
-		if m, ok := v.(map[string]any); ok {
-			// The transform may see an object it already stripped (client-go
-			// asks it to be idempotent): keep what it kept then.
-			schema, stripped := m["statusSchema"]
-			if !stripped {
-				schema = statusSchemaOf(m)
-			}
-			versions = append(versions, map[string]any{"name": m["name"], "served": m["served"], "statusSchema": schema})
-		}
-	}
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	var established []any
-	for _, cond := range conds {
-		if m, _ := cond.(map[string]any); m["type"] == "Established" {
-			established = append(established, map[string]any{"type": m["type"], "status": m["status"]})
-		}
-	}
-	md := map[string]any{"name": crd.GetName(), "resourceVersion": crd.GetResourceVersion(), "uid": string(crd.GetUID())}
-	if ts := crd.GetDeletionTimestamp(); ts != nil {
-		md["deletionTimestamp"] = ts.UTC().Format(time.RFC3339)
-	}
-	out := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": crd.GetAPIVersion(), "kind": crd.GetKind(),
-		"metadata": md,
-		"spec":     map[string]any{"names": map[string]any{"kind": kind}, "versions": versions},
-		"status":   map[string]any{"conditions": established},
-	}}
-	return out, nil
+	return registry.StatusSchema(c.crds.GetIndexer(), pk.res)
 }
 
 // newCRDInformer watches the CRD objects; every change re-evaluates which
 // configured resources are served.
 func (c *Controller) newCRDInformer(ctx context.Context) error {
-	c.crds = dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, crdGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	if err := c.crds.SetTransform(stripCRD); err != nil {
+	c.crds = dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, registry.CRDResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	if err := c.crds.SetTransform(registry.StripCRD); err != nil {
 		return fmt.Errorf("CRD informer: %w", err)
 	}
 	refresh := func(any) { c.refresh(ctx) }

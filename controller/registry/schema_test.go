@@ -1,4 +1,4 @@
-package controller
+package registry
 
 import (
 	"reflect"
@@ -39,7 +39,7 @@ func TestPruneBySchema(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := pruneBySchema(status, tt.schema)
+			got := PruneBySchema(status, tt.schema)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %#v\nwant %#v", got, tt.want)
 			}
@@ -70,7 +70,7 @@ func TestStatusSchemaOf(t *testing.T) {
 	}
 }
 
-// stripCRD may run on an object it already stripped (client-go asks
+// StripCRD may run on an object it already stripped (client-go asks
 // transforms to be idempotent): the status schema it kept must survive.
 func TestStripCRDKeepsTheStatusSchemaTwice(t *testing.T) {
 	status := map[string]any{"type": "object", "properties": map[string]any{"phase": map[string]any{"type": "string"}}}
@@ -81,11 +81,11 @@ func TestStripCRDKeepsTheStatusSchemaTwice(t *testing.T) {
 			"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object",
 				"properties": map[string]any{"status": status}}}}}},
 	}}
-	once, err := stripCRD(crd)
+	once, err := StripCRD(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	twice, err := stripCRD(once)
+	twice, err := StripCRD(once)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package registry
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -9,12 +9,12 @@ import (
 // field stencil sends and the schema lacks (a condition's
 // observedGeneration, a field of the status template) never reaches the
 // stored status: the desired status never equals the cached one, and each
-// restart, with an empty statusMemo, sent one no-op patch per resource.
+// restart, with an empty status memo, sent one no-op patch per resource.
 // Pruning the desired status by the same schema first makes the comparison
 // exact, computed from the schema, not remembered per process.
 
 // statusSchemaOf keeps, from a CRD version's schema, what its status
-// accepts (for stripCRD, which drops the rest of the schema): the status
+// accepts (for StripCRD, which drops the rest of the schema): the status
 // property's schema; when the root preserves unknown fields and declares no
 // status, a schema that keeps everything; when it declares no status, one
 // that keeps nothing.
@@ -32,34 +32,9 @@ func statusSchemaOf(version map[string]any) any {
 	return map[string]any{"type": "object"}
 }
 
-// statusSchema returns the status schema of res's CRD at its version from
-// the CRD cache, and whether there is one to prune by.
-func (c *Controller) statusSchema(pk *parentKind) (map[string]any, bool) {
-	if pk.builtin || c.crds == nil {
-		return nil, false
-	}
-	obj, exists, err := c.crds.GetIndexer().GetByKey(pk.res.Resource + "." + pk.res.Group)
-	if err != nil || !exists {
-		return nil, false
-	}
-	crd, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, false
-	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if m["name"] == pk.res.Version {
-			s, ok := m["statusSchema"].(map[string]any)
-			return s, ok
-		}
-	}
-	return nil, false
-}
-
-// pruneBySchema returns v without the fields a structural schema s does not
+// PruneBySchema returns v without the fields a structural schema s does not
 // declare, as the API server prunes them. It never changes v.
-func pruneBySchema(v any, s map[string]any) any {
+func PruneBySchema(v any, s map[string]any) any {
 	if s == nil {
 		return v
 	}
@@ -70,12 +45,12 @@ func pruneBySchema(v any, s map[string]any) any {
 		out := make(map[string]any, len(v))
 		for k, e := range v {
 			if ps, ok := props[k].(map[string]any); ok {
-				out[k] = pruneBySchema(e, ps)
+				out[k] = PruneBySchema(e, ps)
 				continue
 			}
 			switch addl := s["additionalProperties"].(type) {
 			case map[string]any:
-				out[k] = pruneBySchema(e, addl)
+				out[k] = PruneBySchema(e, addl)
 				continue
 			case bool:
 				if addl {
@@ -95,7 +70,7 @@ func pruneBySchema(v any, s map[string]any) any {
 		}
 		out := make([]any, len(v))
 		for i, e := range v {
-			out[i] = pruneBySchema(e, items)
+			out[i] = PruneBySchema(e, items)
 		}
 		return out
 	}

@@ -1,0 +1,86 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	authorizationfake "k8s.io/client-go/kubernetes/typed/authorization/v1/fake"
+	core "k8s.io/client-go/testing"
+)
+
+// reviews refuses the verbs in denied ("verb resource[/subresource]
+// namespace"), allows the rest, and fails every review when broken.
+func reviews(broken bool, denied ...string) *authorizationfake.FakeAuthorizationV1 {
+	f := &authorizationfake.FakeAuthorizationV1{Fake: &core.Fake{}}
+	f.AddReactor("create", "selfsubjectaccessreviews", func(a core.Action) (bool, runtime.Object, error) {
+		if broken {
+			return true, nil, errors.New("connection refused")
+		}
+		r := a.(core.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		at := r.Spec.ResourceAttributes
+		res := at.Resource
+		if at.Subresource != "" {
+			res += "/" + at.Subresource
+		}
+		allowed := true
+		for _, d := range denied {
+			if d == at.Verb+" "+res+" "+at.Namespace {
+				allowed = false
+			}
+		}
+		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed}
+		return true, r, nil
+	})
+	return f
+}
+
+func TestCheckAccess(t *testing.T) {
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	gizmos := schema.GroupVersionResource{Group: "toys.example.com", Version: "v1", Resource: "gizmos"}
+	needs := []AccessNeed{
+		{GVR: gizmos, Subresource: "status", Namespace: "team-a", Verbs: []string{"patch"}},
+		{GVR: configMaps, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+	}
+	SortNeeds(needs)
+	if needs[0].ResourceName() != "configmaps" || needs[1].ResourceName() != "gizmos.toys.example.com/status" {
+		t.Fatalf("SortNeeds: %s, %s; want configmaps first", needs[0].ResourceName(), needs[1].ResourceName())
+	}
+	tests := []struct {
+		name   string
+		broken bool
+		denied []string
+		want   []string // messages, joined; none when allowed
+	}{
+		{"all allowed", false, nil, nil},
+		{"verbs refused are named, in order, per resource and namespace", false,
+			[]string{"delete configmaps ", "create configmaps ", "patch gizmos/status team-a"},
+			[]string{"reload refused: stencil may not create, delete configmaps in all namespaces (RBAC)",
+				"reload refused: stencil may not patch gizmos.toys.example.com/status in namespace team-a (RBAC)"}},
+		{"a review that fails refuses", true, nil,
+			[]string{"reload refused: asking whether stencil may get configmaps: connection refused"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckAccess(context.Background(), reviews(tt.broken, tt.denied...).SelfSubjectAccessReviews(), time.Second, needs)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("CheckAccess = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != strings.Join(tt.want, "\n") {
+				t.Fatalf("CheckAccess = %v\nwant %s", err, strings.Join(tt.want, "\n"))
+			}
+			var denied *AccessDeniedError
+			if !tt.broken && (!errors.As(err, &denied) || denied.Resource != "configmaps" || strings.Join(denied.Verbs, ",") != "create,delete") {
+				t.Errorf("first AccessDeniedError = %#v, want configmaps create, delete", denied)
+			}
+		})
+	}
+}
