@@ -100,7 +100,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	d := &differ{
 		sets: sets, dynamic: dyn, metadata: md,
 		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-		namespace: *namespace, workers: *workers,
+		namespace: *namespace, workers: *workers, warn: stderr,
 	}
 	if isTerminal(stderr) {
 		d.progress = stderr
@@ -143,6 +143,8 @@ type differ struct {
 	workers   int
 	// progress, when set, gets a progress line rewritten in place.
 	progress io.Writer
+	// warn gets what the diff skips and why.
+	warn io.Writer
 
 	// owned maps a parent's UID to the live children labelled with it.
 	owned map[types.UID][]ownedChild
@@ -178,6 +180,14 @@ func (d *differ) run(ctx context.Context) (*diffReport, error) {
 		res := set.Resource()
 		for _, ns := range controller.ScopeNamespaces(d.namespace, res.Namespaces) {
 			items, err := listAll(ctx, d.dynamic.Resource(res.GVR()).Namespace(ns), res.LabelSelector().String())
+			if apierrors.IsNotFound(err) {
+				// Its CRD is not installed: the controller waits for it,
+				// and there is nothing of it to diff.
+				if d.warn != nil {
+					fmt.Fprintf(d.warn, "stencil diff: %s is not served (is its CRD installed?): nothing to diff\n", res)
+				}
+				break
+			}
 			if err != nil {
 				return nil, fmt.Errorf("listing %s: %w", res, err)
 			}
