@@ -57,13 +57,14 @@ func runDiff(t *testing.T, config, ns string, args ...string) (int, string) {
 	case err != nil:
 		t.Fatal(err)
 	}
-	t.Logf("stencil diff %s: exit %d\n%s%s", strings.Join(args, " "), cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+	t.Logf("%s: exit %d\n%s%s", strings.Join(cmd.Args[1:], " "), cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
 	return cmd.ProcessState.ExitCode(), stdout.String()
 }
 
 // copyConfig copies crds/stencil.yaml and its templates to a new directory,
-// with edit applied to webapp/deployment.yaml.tmpl, and returns the config.
-func copyConfig(t *testing.T, edit func(string) string) string {
+// with edit applied to the file rel (relative to crds/), and returns the
+// config.
+func copyConfig(t *testing.T, rel string, edit func(string) string) string {
 	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(root, "crds")
@@ -71,18 +72,22 @@ func copyConfig(t *testing.T, edit func(string) string) string {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel, _ := filepath.Rel(src, path)
+		name, _ := filepath.Rel(src, path)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		if rel == filepath.Join("webapp", "deployment.yaml.tmpl") {
-			data = []byte(edit(string(data)))
+		if name == filepath.FromSlash(rel) {
+			edited := edit(string(data))
+			if edited == string(data) {
+				t.Fatalf("the edit changes nothing in crds/%s", rel)
+			}
+			data = []byte(edited)
 		}
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
+		return os.WriteFile(filepath.Join(dir, name), data, 0o644)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -150,10 +155,7 @@ func TestDiff(t *testing.T) {
 	before := resourceVersions(ctx, t, admin, ns)
 
 	const image = `{{ required "spec.image must not be empty" .Spec.image | quote }}`
-	changed := copyConfig(t, func(tmpl string) string {
-		if !strings.Contains(tmpl, image) {
-			t.Fatalf("webapp/deployment.yaml.tmpl no longer renders the image as %s", image)
-		}
+	changed := copyConfig(t, "webapp/deployment.yaml.tmpl", func(tmpl string) string {
 		return strings.Replace(tmpl, image, `"registry.k8s.io/pause:3.9"`, 1)
 	})
 
@@ -199,6 +201,30 @@ func TestDiff(t *testing.T) {
 	}
 	if len(got.Children) != 0 || got.Summary.Unchanged != 2*n {
 		t.Errorf("diff of the running config: %d children, summary %+v; want none, %d unchanged", len(got.Children), got.Summary, 2*n)
+	}
+
+	// A template dropped, a render that fails, a status field changed.
+	for _, tc := range []struct {
+		name, file, from, to string
+		line, summary        string
+	}{{
+		name: "service template dropped", file: "stencil.yaml", from: "      - webapp/service.yaml.tmpl\n", to: "",
+		line:    "- prune 3 Services\n",
+		summary: "0 to create, 0 to update, 3 to prune, 3 unchanged, 0 render failures\n",
+	}, {
+		name: "render fails", file: "webapp/deployment.yaml.tmpl", from: image, to: `{{ required "spec.missing is required" .Spec.missing | quote }}`,
+		line:    ns + "/web-1: RenderFailed: ",
+		summary: "0 to create, 0 to update, 0 to prune, 0 unchanged, 3 render failures\n",
+	}, {
+		name: "status template changed", file: "webapp/status.yaml.tmpl", from: `"http://%s.%s.svc:%d"`, to: `"https://%s.%s.svc:%d"`,
+		line:    "~ update 1 WebApp: status.url http://web-0." + ns + ".svc:8080 -> https://web-0.",
+		summary: "0 to create, 3 to update, 0 to prune, 6 unchanged, 0 render failures\n",
+	}} {
+		config := copyConfig(t, tc.file, func(s string) string { return strings.Replace(s, tc.from, tc.to, 1) })
+		status, out := runDiff(t, config, ns)
+		if status != 1 || !strings.Contains(out, tc.line) || !strings.HasSuffix(out, tc.summary) {
+			t.Errorf("%s: exit %d, want 1, a line with %q and the summary %q", tc.name, status, tc.line, tc.summary)
+		}
 	}
 
 	after := resourceVersions(ctx, t, admin, ns)
