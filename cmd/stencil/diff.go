@@ -396,9 +396,10 @@ func (d *differ) diffOne(ctx context.Context, j job) (diffResult, error) {
 	// Prune: live children of the entry's kinds, controlled by this
 	// resource, that the render no longer produces.
 	var pruned []childDiff
+	kinds := j.set.Kinds()
 	for _, c := range d.owned[parent.GetUID()] {
 		if c.namespace != parent.GetNamespace() || c.controller != parent.GetUID() ||
-			!slices.Contains(j.set.Kinds(), c.gvk) || rendered[c.gvk][c.name] {
+			!slices.Contains(kinds, c.gvk) || rendered[c.gvk][c.name] {
 			continue
 		}
 		pruned = append(pruned, childDiff{Parent: ref, Kind: c.gvk.Kind, Namespace: c.namespace, Name: c.name, Action: actionPrune})
