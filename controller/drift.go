@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
 
@@ -472,7 +473,7 @@ func (c *Controller) serverAgrees(ctx context.Context, ck *childKind, want, live
 		klog.FromContext(ctx).V(2).Info("Reading child for a dry run failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
 		return false
 	}
-	result, err := client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	result, err := dryRunApply(ctx, client, want)
 	if err != nil {
 		// The real apply will meet the same error and report it.
 		klog.FromContext(ctx).V(2).Info("Dry-run apply failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
@@ -483,6 +484,24 @@ func (c *Controller) serverAgrees(ctx context.Context, ck *childKind, want, live
 	}
 	c.dryRuns.set(live.GetUID(), version)
 	return true
+}
+
+// DryRunApply asks the API server what applying want would make of the
+// object, persisting nothing: the forced server-side apply that sync makes,
+// as field manager stencil, with the applied-hash annotation stamped on a
+// copy of want, and dryRun=All. "stencil diff" uses it so that its plan and
+// the controller's writes cannot disagree.
+func DryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	want = want.DeepCopy()
+	if _, err := stampHash(want); err != nil {
+		return nil, err
+	}
+	return dryRunApply(ctx, client, want)
+}
+
+// dryRunApply is DryRunApply for a render already stamped with its hash.
+func dryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 }
 
 // comparable strips what an apply result differs in without the object

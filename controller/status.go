@@ -53,22 +53,7 @@ const (
 // with outcome out, starting from a copy of its current status so that fields
 // stencil does not own are kept.
 func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcome) map[string]any {
-	status := currentStatus(parent)
-	// A field an earlier status template rendered, and this one does not, is
-	// removed; stencil's status field set tells which fields it wrote.
-	for k := range statusFieldsOf(parent) {
-		if _, rendered := out.extra[k]; !rendered && !standardStatusFields[k] {
-			delete(status, k)
-		}
-	}
-	for k, v := range out.extra {
-		if v == nil {
-			// A value rendered as null asks for no field at all.
-			delete(status, k)
-			continue
-		}
-		status[k] = runtime.DeepCopyJSONValue(v)
-	}
+	status := TemplateStatus(parent, out.extra)
 	gen := parent.GetGeneration()
 	status["observedGeneration"] = gen
 
@@ -157,6 +142,30 @@ func setProgress(conds *[]metav1.Condition, ready metav1.Condition, stalled bool
 		Type: on, Status: metav1.ConditionTrue, Reason: ready.Reason, Message: ready.Message,
 		ObservedGeneration: ready.ObservedGeneration,
 	})
+}
+
+// TemplateStatus returns a copy of the resource's status with the fields
+// the status template rendered (extra) merged in, as the next sync writes
+// them, before the fields stencil computes itself. "stencil diff" compares
+// it with the live status.
+func TemplateStatus(parent *unstructured.Unstructured, extra map[string]any) map[string]any {
+	status := currentStatus(parent)
+	// A field an earlier status template rendered, and this one does not, is
+	// removed; stencil's status field set tells which fields it wrote.
+	for k := range statusFieldsOf(parent) {
+		if _, rendered := extra[k]; !rendered && !standardStatusFields[k] {
+			delete(status, k)
+		}
+	}
+	for k, v := range extra {
+		if v == nil {
+			// A value rendered as null asks for no field at all.
+			delete(status, k)
+			continue
+		}
+		status[k] = runtime.DeepCopyJSONValue(v)
+	}
+	return status
 }
 
 // standardStatusFields are the status fields stencil computes itself; the

@@ -2,11 +2,12 @@
 // once: a config file lists the resources to watch and the Go templates that
 // render their Deployments and Services.
 //
-// "stencil run" is the controller (run.go). The other subcommands work
-// offline and never read a kubeconfig: validate checks a config and its
-// templates, render prints the children a custom resource would get, rbac
-// prints the least-privilege ClusterRole, argocd prints Argo CD health checks,
-// version prints the version.
+// "stencil run" is the controller (run.go). "stencil diff" (diff.go) reads
+// the cluster and writes nothing: it shows what a config would change. The
+// other subcommands work offline and never read a kubeconfig: validate
+// checks a config and its templates, render prints the children a custom
+// resource would get, rbac prints the least-privilege ClusterRole, argocd
+// prints Argo CD health checks, version prints the version.
 package main
 
 import (
@@ -39,6 +40,7 @@ Commands:
   render     print the children of custom resources as YAML, offline
   rbac       print the least-privilege ClusterRole for a config
   argocd     print Argo CD health checks (argocd-cm entries) for a config
+  diff       show what a config would change in the live cluster, writing nothing
   version    print the version
 
 Run "stencil <command> -h" for a command's flags.
@@ -66,6 +68,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return rbacCommand(rest, stdout, stderr)
 	case "argocd":
 		return argocdCommand(rest, stdout, stderr)
+	case "diff":
+		return diffCommand(rest, stdout, stderr)
 	case "version":
 		return versionCommand(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,243 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// diffJSON is "stencil diff -o json" (DESIGN.md, Command line).
+type diffJSON struct {
+	Children []struct {
+		Parent struct {
+			Resource, Namespace, Name string
+		} `json:"parent"`
+		Kind   string   `json:"kind"`
+		Name   string   `json:"name"`
+		Action string   `json:"action"`
+		Fields []string `json:"fields"`
+	} `json:"children"`
+	Summary struct {
+		Create, Update, Prune, Unchanged, RenderFailed int
+	} `json:"summary"`
+}
+
+// runDiff runs bin/stencil diff and returns its exit status and output.
+func runDiff(t *testing.T, config, ns string, args ...string) (int, string) {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join(root, "bin", "stencil"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: run make build first", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"diff", "--config", config, "--namespace", ns}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Logf("%s: exit %d\n%s%s", strings.Join(cmd.Args[1:], " "), cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+	return cmd.ProcessState.ExitCode(), stdout.String()
+}
+
+// copyConfig copies crds/stencil.yaml and its templates to a new directory,
+// with edit applied to the file rel (relative to crds/), and returns the
+// config.
+func copyConfig(t *testing.T, rel string, edit func(string) string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(root, "crds")
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		name, _ := filepath.Rel(src, path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if name == filepath.FromSlash(rel) {
+			edited := edit(string(data))
+			if edited == string(data) {
+				t.Fatalf("the edit changes nothing in crds/%s", rel)
+			}
+			data = []byte(edited)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "stencil.yaml")
+}
+
+// resourceVersions records the resourceVersion of every object of the
+// resources in ns, and of the namespace's events.
+func resourceVersions(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, res := range []schema.GroupVersionResource{
+		webapps, deployments, services,
+		{Version: "v1", Resource: "configmaps"},
+		{Version: "v1", Resource: "events"},
+	} {
+		list, err := dyn.Resource(res).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range list.Items {
+			out[res.Resource+"/"+u.GetName()] = u.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// TestDiff: three converged WebApps; a config whose template changes the
+// image tag shows three Deployment updates on the image path and exits 1;
+// the running config exits 0; neither diff writes anything.
+func TestDiff(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	installCRDs(ctx, t, admin)
+	ns := fmt.Sprintf("it-diff-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+
+	cnt := &counter{mutating: map[string]int{}}
+	r := start(t, cfg, cnt, ns)
+	const n = 3
+	for i := range n {
+		spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)}
+		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, cr(webapps, "WebApp", ns, fmt.Sprintf("web-%d", i), spec), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, 3*time.Minute, "3 WebApps Ready=True", func() (bool, error) {
+		list, err := admin.Resource(webapps).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range list.Items {
+			if isReady(&list.Items[i]) {
+				ready++
+			}
+		}
+		return ready == n, nil
+	})
+	r.settle(t, 0, n)
+	// The diff is measured alone: nothing else of stencil's may write.
+	r.stop(t)
+	before := resourceVersions(ctx, t, admin, ns)
+
+	const image = `{{ required "spec.image must not be empty" .Spec.image | quote }}`
+	changed := copyConfig(t, "webapp/deployment.yaml.tmpl", func(tmpl string) string {
+		return strings.Replace(tmpl, image, `"registry.k8s.io/pause:3.9"`, 1)
+	})
+
+	status, out := runDiff(t, changed, ns, "-o", "json")
+	if status != 1 {
+		t.Errorf("diff of an image change: exit %d, want 1", status)
+	}
+	var got diffJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("-o json: %v", err)
+	}
+	updated := 0
+	for _, c := range got.Children {
+		if c.Action != "update" || c.Kind != "Deployment" {
+			t.Errorf("unexpected child in the diff: %+v", c)
+			continue
+		}
+		updated++
+		if want := []string{"spec.template.spec.containers[name=web].image"}; !reflect.DeepEqual(c.Fields, want) {
+			t.Errorf("Deployment %s: fields %q, want %q", c.Name, c.Fields, want)
+		}
+		if c.Parent.Resource != "webapps" || c.Parent.Namespace != ns || c.Parent.Name != c.Name {
+			t.Errorf("Deployment %s: parent %+v", c.Name, c.Parent)
+		}
+	}
+	if updated != n || got.Summary.Update != n || got.Summary.Create != 0 || got.Summary.Prune != 0 || got.Summary.Unchanged != n {
+		t.Errorf("summary %+v with %d Deployment updates; want %d updates, 0 creates, 0 prunes, %d unchanged (the Services)", got.Summary, updated, n, n)
+	}
+
+	status, out = runDiff(t, changed, ns)
+	if status != 1 || !strings.Contains(out, "~ update 3 Deployments: spec.template.spec.containers[name=web].image registry.k8s.io/pause:3.10 -> registry.k8s.io/pause:3.9\n") ||
+		!strings.Contains(out, "0 to create, 3 to update, 0 to prune, 3 unchanged, 0 render failures\n") {
+		t.Errorf("text diff of an image change: exit %d, want 1 and the grouped image line and summary", status)
+	}
+
+	status, out = runDiff(t, filepath.Join(root, "crds", "stencil.yaml"), ns, "-o", "json")
+	if status != 0 {
+		t.Errorf("diff of the running config: exit %d, want 0", status)
+	}
+	got = diffJSON{}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("-o json: %v", err)
+	}
+	if len(got.Children) != 0 || got.Summary.Unchanged != 2*n {
+		t.Errorf("diff of the running config: %d children, summary %+v; want none, %d unchanged", len(got.Children), got.Summary, 2*n)
+	}
+
+	// A template dropped, a render that fails, a status field changed.
+	for _, tc := range []struct {
+		name, file, from, to string
+		line, summary        string
+	}{{
+		name: "service template dropped", file: "stencil.yaml", from: "      - webapp/service.yaml.tmpl\n", to: "",
+		line:    "- prune 3 Services\n",
+		summary: "0 to create, 0 to update, 3 to prune, 3 unchanged, 0 render failures\n",
+	}, {
+		name: "render fails", file: "webapp/deployment.yaml.tmpl", from: image, to: `{{ required "spec.missing is required" .Spec.missing | quote }}`,
+		line:    ns + "/web-1: RenderFailed: ",
+		summary: "0 to create, 0 to update, 0 to prune, 0 unchanged, 3 render failures\n",
+	}, {
+		name: "status template changed", file: "webapp/status.yaml.tmpl", from: `"http://%s.%s.svc:%d"`, to: `"https://%s.%s.svc:%d"`,
+		line:    "~ update 1 WebApp: status.url http://web-0." + ns + ".svc:8080 -> https://web-0.",
+		summary: "0 to create, 3 to update, 0 to prune, 6 unchanged, 0 render failures\n",
+	}} {
+		config := copyConfig(t, tc.file, func(s string) string { return strings.Replace(s, tc.from, tc.to, 1) })
+		status, out := runDiff(t, config, ns)
+		if status != 1 || !strings.Contains(out, tc.line) || !strings.HasSuffix(out, tc.summary) {
+			t.Errorf("%s: exit %d, want 1, a line with %q and the summary %q", tc.name, status, tc.line, tc.summary)
+		}
+	}
+
+	after := resourceVersions(ctx, t, admin, ns)
+	if !reflect.DeepEqual(before, after) {
+		for k, v := range after {
+			if before[k] != v {
+				t.Errorf("%s changed during the diffs: resourceVersion %s -> %s", k, before[k], v)
+			}
+		}
+		for k := range before {
+			if _, ok := after[k]; !ok {
+				t.Errorf("%s was deleted during the diffs", k)
+			}
+		}
+	}
+}
