@@ -168,18 +168,9 @@ func placedValue(n *yamlv3.Node, isKey bool, st *execState) (any, error) {
 		// not keep: the text path reads it.
 		return nil, errSlowPath
 	}
-	var failed error
-	s := tokenPattern.ReplaceAllStringFunc(n.Value, func(tok string) string {
-		m := tokenPattern.FindStringSubmatch(tok)
-		p, ok := st.lookup(m[2])
-		if !ok {
-			failed = fmt.Errorf("placing a value: unknown placeholder %s", tok)
-			return tok
-		}
-		return p.text()
-	})
-	if failed != nil {
-		return nil, failed
+	s, err := st.substitute(n.Value)
+	if err != nil {
+		return nil, err
 	}
 	if plain && strings.Contains(n.Value, "\n") {
 		return nil, errSlowPath // the text path reports it

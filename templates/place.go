@@ -268,18 +268,9 @@ func replacement(src []byte, n *yamlv3.Node, key bool, st *execState) ([]byte, e
 			return marshalJSON(p.text())
 		}
 	}
-	var failed error
-	s := tokenPattern.ReplaceAllStringFunc(n.Value, func(tok string) string {
-		m := tokenPattern.FindStringSubmatch(tok)
-		p, ok := st.lookup(m[2])
-		if !ok {
-			failed = fmt.Errorf("placing a value: unknown placeholder %s", tok)
-			return tok
-		}
-		return p.text()
-	})
-	if failed != nil {
-		return nil, failed
+	s, err := st.substitute(n.Value)
+	if err != nil {
+		return nil, err
 	}
 	if n.Style&(yamlv3.LiteralStyle|yamlv3.FoldedStyle) != 0 {
 		s = chomp(s, src)

@@ -196,16 +196,27 @@ func include(t *template.Template, st *execState, name string, data any) (string
 // resolve replaces every placeholder in s by the text of its value: what
 // include returns where its output is used as a value, not as structure.
 func resolve(s string, st *execState) string {
+	out, _ := st.substitute(s) // a placeholder not of st stays as it is
+	return out
+}
+
+// substitute replaces every placeholder in s by the text of its value; a
+// placeholder st did not record is an error (and stays in the result).
+func (st *execState) substitute(s string) (string, error) {
 	if !strings.Contains(s, tokenPrefix) {
-		return s
+		return s, nil
 	}
-	return tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
+	var failed error
+	out := tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
 		m := tokenPattern.FindStringSubmatch(tok)
-		if p, ok := st.lookup(m[2]); ok {
-			return p.text()
+		p, ok := st.lookup(m[2])
+		if !ok {
+			failed = fmt.Errorf("placing a value: unknown placeholder %s", tok)
+			return tok
 		}
-		return tok
+		return p.text()
 	})
+	return out, failed
 }
 
 // quoteStrings copies v with every string, keys included, replaced by a
