@@ -49,7 +49,7 @@ test: ## Run lint, unit, integration, smoke and fault tests, then rbac-check and
 unit: ## Run the unit tests under the race detector (go test -race ./...)
 	$(GO) test -race $(GOTESTFLAGS) ./...
 
-integration: ## Run test/integration against the local plane (started and stopped if not up)
+integration: build ## Run test/integration against the local plane (started and stopped if not up)
 	@if [ -z "$$(find test/integration -name '*.go' 2>/dev/null)" ]; then \
 	  echo "integration: no Go files in test/integration yet; nothing to run"; \
 	else \
