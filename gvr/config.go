@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -63,6 +64,10 @@ type Resource struct {
 	// AllowPermissionGrants lets Children list kinds that grant
 	// permissions (Role, RoleBinding); "stencil validate" warns about it.
 	AllowPermissionGrants bool `json:"allowPermissionGrants,omitempty"`
+	// Rollout, when set, moves existing resources to a changed render a
+	// few at a time and halts on failure (rollout.go); nil moves them all
+	// at once.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // GVR returns the entry's GroupVersionResource.
@@ -195,7 +200,7 @@ func (d *decoder) addf(entry, field, format string, args ...any) {
 	d.add(entry, field, fmt.Errorf(format, args...))
 }
 
-var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants"}
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout"}
 
 func (d *decoder) decode(cfg *Config, data []byte) {
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -309,6 +314,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.Namespaces = strs("namespaces")
 	r.Selector = str("selector")
 	r.Children = d.decodeChildren(i, entry, m["children"])
+	r.Rollout = d.decodeRollout(i, entry, m["rollout"])
 	if v, ok := m["allowPermissionGrants"]; ok && v != nil {
 		b, ok := v.(bool)
 		if !ok {
@@ -455,7 +461,7 @@ func equalResources(a, b []Resource) bool {
 		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
 			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
 			slices.Equal(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
-			slices.Equal(x.Namespaces, y.Namespaces)
+			slices.Equal(x.Namespaces, y.Namespaces) && reflect.DeepEqual(x.Rollout, y.Rollout)
 	})
 }
 

@@ -58,6 +58,24 @@ func TestParseConfigValid(t *testing.T) {
 	}
 }
 
+func TestRolloutLimits(t *testing.T) {
+	cfg, err := ParseConfig(cfgPath, []byte("resources:"+entry+"    templates: [web/service.yaml.tmpl]\n    rollout: {maxInFlight: '25%', maxFailed: 2}\n"+
+		strings.Replace(entry, "webapps", "gizmos", 1)+"    templates: [web/service.yaml.tmpl]\n    rollout: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		entry, total, inFlight, failed int
+	}{
+		{0, 20, 5, 2}, {0, 21, 6, 2}, {0, 1, 1, 2}, {0, 0, 1, 2}, {1, 20, 1, 1},
+	} {
+		r := cfg.Resources[tt.entry].Rollout
+		if inFlight, failed := r.Limits(tt.total); inFlight != tt.inFlight || failed != tt.failed {
+			t.Errorf("%s: Limits(%d) = %d, %d, want %d, %d", r, tt.total, inFlight, failed, tt.inFlight, tt.failed)
+		}
+	}
+}
+
 func TestLabelSelectorInvalidSelectsNothing(t *testing.T) {
 	r := Resource{Selector: "a in (("}
 	if r.LabelSelector().Matches(labels.Set{}) {
@@ -142,6 +160,12 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{web + `namespaces[0]: "Team_A" is not a valid namespace name`}},
 		{"duplicate namespace", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    namespaces: [a, b, a]\n",
 			[]string{web + `namespaces[2]: "a": duplicate of namespaces[0]`}},
+		{"bad rollout", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    rollout: {maxInFlight: 0, maxFailed: '150%', maxInflight: 2}\n",
+			[]string{web + `rollout.maxInflight: unknown field "maxInflight" (known: maxInFlight, maxFailed)`,
+				web + "rollout.maxInFlight: 0: must be a whole number of at least 1",
+				web + `rollout.maxFailed: "150%": must be a percentage from 1% to 100%`}},
+		{"rollout not a mapping", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    rollout: 3\n",
+			[]string{web + "rollout: must be a mapping with maxInFlight and maxFailed, not a number"}},
 		{"decode and validation errors together, grouped by entry",
 			"resources:\n  - version: v1\n    resource: Pods\n    templates: [gone.tmpl]\n    extra: 1\n  - version: v1\n    resource: pods\n    templates: 5\n",
 			[]string{`resources[0] (Pods.v1): extra: unknown field "extra"`,

@@ -266,6 +266,17 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 		}
 	}
 	u.SetLabels(lbls)
+	if s.revision != "" {
+		annotations, _, err := unstructured.NestedStringMap(obj, "metadata", "annotations")
+		if err != nil {
+			return nil, fmt.Errorf("metadata.annotations: %w", err)
+		}
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[AnnotationTemplateRevision] = s.revision
+		u.SetAnnotations(annotations)
+	}
 	u.SetOwnerReferences([]metav1.OwnerReference{OwnerReference(parent)})
 	return u, nil
 }

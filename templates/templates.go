@@ -17,8 +17,11 @@
 package templates
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"slices"
 	"sync"
@@ -38,6 +41,10 @@ const (
 	ManagedByValue = "stencil"
 	// LabelOwnerUID holds the UID of the custom resource that owns a child.
 	LabelOwnerUID = "stencil.dev/owner-uid"
+	// AnnotationTemplateRevision, on each child of an entry with a
+	// rollout, names the templates that rendered it (Set.Revision): which
+	// resources a rollout has moved is read back from the cluster.
+	AnnotationTemplateRevision = "stencil.dev/template-revision"
 )
 
 // DefaultKinds are the child kinds a template may render when neither the
@@ -60,6 +67,10 @@ type Set struct {
 	// (so that include and template find the helpers' defines), rewritten
 	// for structure-safe rendering.
 	root *template.Template
+	// revision names the templates and helpers that render the children
+	// (not the status template), for an entry with a rollout; empty
+	// otherwise. Render stamps it on every child (AnnotationTemplateRevision).
+	revision string
 	// executors are clones of root, each with the functions bound to its
 	// own execState; a render takes one for its whole run.
 	executors sync.Pool
@@ -118,9 +129,14 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	// parsing.
 	fieldOf := map[string]string{}
 	root := template.New(entry).Option("missingkey=error").Funcs(Funcs()).Funcs(parseOnlyFuncs())
+	rev := sha256.New()
 	parseField := func(field, name string) {
 		fieldOf[name] = field
-		if err := parseFile(cfg, root, name); err != nil {
+		h := rev
+		if field == "statusTemplate" {
+			h = nil
+		}
+		if err := parseFile(cfg, root, name, h); err != nil {
 			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
 		}
 	}
@@ -158,8 +174,16 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		return nil, errors.Join(errs...)
 	}
 	s.root = root
+	if res.Rollout != nil {
+		s.revision = hex.EncodeToString(rev.Sum(nil)[:5])
+	}
 	return s, nil
 }
+
+// Revision names the content of the templates and helpers that render the
+// children, for an entry with a rollout ("" without one): a changed
+// revision is a template change to roll out.
+func (s *Set) Revision() string { return s.revision }
 
 // parseOnlyFuncs are the names a template may mention that are bound per
 // executor (bindFuncs) or refused after parsing (refusedFuncs).
@@ -197,10 +221,17 @@ func LoadAll(cfg *gvr.Config, opts Options) ([]*Set, error) {
 
 // parseFile parses the file name into root's namespace, as a template of
 // that name (errors read "template: NAME:LINE: ...").
-func parseFile(cfg *gvr.Config, root *template.Template, name string) error {
+func parseFile(cfg *gvr.Config, root *template.Template, name string, rev hash.Hash) error {
 	data, err := os.ReadFile(cfg.TemplatePath(name))
 	if err != nil {
 		return fmt.Errorf("reading template: %w", err)
+	}
+	if rev != nil {
+		// Name and content, each ended by a NUL: files renamed or content
+		// moved between files changes the revision.
+		rev.Write([]byte(name + "\x00"))
+		rev.Write(data)
+		rev.Write([]byte{0})
 	}
 	_, err = root.New(name).Parse(string(data))
 	return err

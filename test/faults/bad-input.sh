@@ -62,7 +62,8 @@ while ((hi - lo > 50)); do
   mid=$(((lo + hi) / 2))
   if webapp too-big "$(padded "$mid")" 0 | k -n "$probe" create -f - >/dev/null 2>&1; then
     lo=$mid
-    k -n "$probe" delete webapp too-big >/dev/null
+    k -n "$probe" delete webapp too-big --ignore-not-found >/dev/null ||
+      wait_for 30 "the probe WebApp to be deleted" k -n "$probe" delete webapp too-big --ignore-not-found
   else
     hi=$mid
   fi

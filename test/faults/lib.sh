@@ -74,7 +74,8 @@ use_namespace() {
   WORK=$(mktemp -d)
   trap _faults_cleanup EXIT
   # set -e ends a scenario at any failing command: say which.
-  trap 'rc=$?; echo "[$SCENARIO] FAIL: line $LINENO exited $rc: $BASH_COMMAND" >&2' ERR
+  trap 'rc=$?; echo "[$SCENARIO] FAIL: line $LINENO exited $rc: $BASH_COMMAND" >&2
+    [ -z "${STENCIL_FAULTS_FIGURES:-}" ] || echo "FAIL: line $LINENO exited $rc: ${BASH_COMMAND:0:300}" >"$STENCIL_FAULTS_FIGURES"' ERR
   # The runner's timeout sends SIGTERM: clean up then too.
   trap 'exit 143' TERM
   k create namespace "$NS" >/dev/null

@@ -53,6 +53,8 @@ ok() { echo "[$SCENARIO] ok: $*"; }
 # fail prints why the scenario failed and exits non-zero.
 fail() {
   echo "[$SCENARIO] FAIL: $*" >&2
+  # The fault runner's summary line shows why, not only that, it failed.
+  [ -z "${STENCIL_FAULTS_FIGURES:-}" ] || echo "FAIL: ${*:0:600}" >"$STENCIL_FAULTS_FIGURES"
   exit 1
 }
 
