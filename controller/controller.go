@@ -215,6 +215,7 @@ type Controller struct {
 	recentlyCreated sync.Map // types.UID -> createdKey
 	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
 	statusMemo      statusMemo
+	rollouts        rollouts
 	terminating     terminatingNamespaces
 	health          *health
 	// fence, under leader election, says whether this replica may still

@@ -27,6 +27,8 @@ type Metrics struct {
 	served            *prometheus.GaugeVec
 	reloadOK          prometheus.Gauge
 	reloadTime        prometheus.Gauge
+	rolloutResources  *prometheus.GaugeVec
+	rolloutHalted     *prometheus.GaugeVec
 	queue             workqueue.MetricsProvider
 }
 
@@ -82,8 +84,17 @@ func NewMetrics() *Metrics {
 			Name: "stencil_config_last_reload_success_timestamp_seconds",
 			Help: "Timestamp of the last successful config load or reload.",
 		}),
+		rolloutResources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stencil_rollout_resources",
+			Help: "Resources of an entry with a rollout, by where they stand in moving to its current templates: pending, rolling, done, failed.",
+		}, []string{"resource", "state"}),
+		rolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stencil_rollout_halted",
+			Help: "1 while an entry's rollout is halted: maxFailed moved resources failed and others wait.",
+		}, []string{"resource"}),
 	}
 	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.dryRuns, m.served, m.reloadOK, m.reloadTime,
+		m.rolloutResources, m.rolloutHalted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	return m
@@ -115,6 +126,15 @@ func (m *Metrics) precreate(resource string, kinds []string) {
 		}
 		m.dryRuns.WithLabelValues(k)
 	}
+}
+
+// precreateRollout makes the rollout series of an entry with a rollout
+// exist from start-up.
+func (m *Metrics) precreateRollout(resource string) {
+	for _, st := range rolloutReported {
+		m.rolloutResources.WithLabelValues(resource, st.String())
+	}
+	m.rolloutHalted.WithLabelValues(resource)
 }
 
 // RegisterClientMetrics routes client-go's REST client metrics

@@ -40,6 +40,7 @@ const (
 	reasonPruneFailed       = "PruneFailed"
 	reasonFighting          = "FieldFight"
 	reasonStatusRejected    = "StatusRejected"
+	reasonRolloutHalted     = "RolloutHalted"
 )
 
 // childRef names a child within one parent.
@@ -85,6 +86,9 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		// Deleted: the garbage collector removes the children through their
 		// ownerReferences.
 		logger.V(4).Info("Resource no longer exists")
+		if pk.res.Rollout != nil {
+			c.forgetRollout(pk, key)
+		}
 		c.guard.forget(key)
 		c.statusMemo.forget(key)
 		return nil
@@ -96,7 +100,14 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		return nil
 	}
 	if parent.GetAnnotations()[AnnotationPaused] == "true" {
+		if pk.res.Rollout != nil {
+			c.forgetRollout(pk, key)
+		}
 		return c.patchStatus(ctx, pk, parent, pausedStatus(parent))
+	}
+	if pk.res.Rollout != nil && !c.rolloutGate(ctx, pk, key, parent) {
+		// Not moved to the new templates yet: left exactly as it is.
+		return nil
 	}
 
 	obj, err := gvr.NewObject(parent, key.GVR)
@@ -400,50 +411,35 @@ func (c *Controller) createByApply(ctx context.Context, ck *childKind, want *uns
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
 func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
-	var errs error
 	var pruned []string
 	kinds := c.childKinds()
 	slices.SortStableFunc(kinds, func(a, b *childKind) int {
 		return cmp.Or(cmp.Compare(pruneRank(a.gvk.GroupKind()), pruneRank(b.gvk.GroupKind())),
 			cmp.Compare(a.gvk.String(), b.gvk.String()))
 	})
-	for _, ck := range kinds {
-		inf := informerFor(ck.informers, parent.GetNamespace())
-		if inf == nil {
+	children, errs := ownedChildren(kinds, parent)
+	for _, oc := range children {
+		ck, child := oc.ck, oc.obj
+		if rendered[childRef{gvk: ck.gvk, name: child.GetName()}] {
 			continue
 		}
-		objs, err := inf.GetIndexer().ByIndex(ownerUIDIndex, string(parent.GetUID()))
+		if err := c.mayWrite(); err != nil {
+			return pruned, errors.Join(errs, err)
+		}
+		uid := child.GetUID()
+		err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			continue
+		}
 		if err != nil {
-			errs = errors.Join(errs, fmt.Errorf("listing children of kind %s: %w", ck.gvk.Kind, err))
+			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", ck.gvk.Kind, child.GetName(), err)
+			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.gvk.Kind, child.GetName(), err))
 			continue
 		}
-		for _, o := range objs {
-			child, ok := o.(*unstructured.Unstructured)
-			if !ok || child.GetNamespace() != parent.GetNamespace() {
-				continue
-			}
-			ref := metav1.GetControllerOf(child)
-			if ref == nil || ref.UID != parent.GetUID() || rendered[childRef{gvk: ck.gvk, name: child.GetName()}] {
-				continue
-			}
-			if err := c.mayWrite(); err != nil {
-				return pruned, errors.Join(errs, err)
-			}
-			uid := child.GetUID()
-			err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
-				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				continue
-			}
-			if err != nil {
-				c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", ck.gvk.Kind, child.GetName(), err)
-				errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.gvk.Kind, child.GetName(), err))
-				continue
-			}
-			c.opts.Metrics.childWrites.WithLabelValues(pk.label, ck.gvk.Kind, verbDelete).Inc()
-			pruned = append(pruned, ck.gvk.Kind+"/"+child.GetName())
-			klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.gvk.Kind, "child", klog.KObj(child))
-		}
+		c.opts.Metrics.childWrites.WithLabelValues(pk.label, ck.gvk.Kind, verbDelete).Inc()
+		pruned = append(pruned, ck.gvk.Kind+"/"+child.GetName())
+		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.gvk.Kind, "child", klog.KObj(child))
 	}
 	return pruned, errs
 }

@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"stencil.dev/stencil/templates"
 )
 
 // Lean caches: the informers keep only what stencil reads. Drift is decided
@@ -39,7 +41,7 @@ func stripChild(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	keepAnnotations(u, annotationAppliedHash)
+	keepAnnotations(u, annotationAppliedHash, templates.AnnotationTemplateRevision)
 	compactManagedFields(u)
 	if spec, ok := u.Object["spec"].(map[string]any); ok {
 		for k := range spec {
@@ -154,16 +156,24 @@ func managedFieldsOf(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
 // keepAnnotations drops every annotation of u but keep: a child's other
 // annotations (its template's, other controllers') are nothing stencil
 // reads from the cache.
-func keepAnnotations(u *unstructured.Unstructured, keep string) {
+func keepAnnotations(u *unstructured.Unstructured, keep ...string) {
 	a := u.GetAnnotations()
-	if len(a) == 0 || (len(a) == 1 && a[keep] != "") {
+	if len(a) == 0 {
 		return
 	}
-	if v, ok := a[keep]; ok {
-		u.SetAnnotations(map[string]string{keep: v})
-	} else {
-		u.SetAnnotations(nil)
+	kept := map[string]string{}
+	for _, k := range keep {
+		if v, ok := a[k]; ok {
+			kept[k] = v
+		}
 	}
+	if len(kept) == len(a) {
+		return
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	u.SetAnnotations(kept)
 }
 
 func dropLastApplied(u *unstructured.Unstructured) {

@@ -299,6 +299,9 @@ func (c *Controller) precreateLocked(pk *parentKind) {
 		names = append(names, k.Kind)
 	}
 	c.opts.Metrics.precreate(pk.label, names)
+	if pk.res.Rollout != nil {
+		c.opts.Metrics.precreateRollout(pk.label)
+	}
 }
 
 // enqueueResource adds every cached custom resource of g to the queue.

@@ -1,0 +1,405 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+// Rolling out a template change (an entry's rollout: maxInFlight,
+// maxFailed). Which render each resource is on is read back from the
+// cluster, never kept only in memory: every child of a rollout entry
+// carries the revision of the templates that rendered it
+// (templates.AnnotationTemplateRevision). A resource whose children carry
+// another revision has not moved: it waits for a slot, and until then
+// stencil writes nothing for it, neither children nor status, so its
+// children stay exactly as they are. A restart reads the same state again:
+// a halted rollout stays halted.
+//
+// A tenant's spec edit to a resource that has not moved yet waits with it:
+// the old templates may be gone (a restart), and rendering the edit with
+// the new ones would move the resource outside the rollout's bounds, which
+// is what a halted rollout must not do. Its status keeps the old
+// observedGeneration meanwhile, so kstatus reports it InProgress.
+//
+// A resource with no children yet is new: it is rendered at once, outside
+// the bounds.
+
+// rolloutState is where one resource of a rollout entry stands.
+type rolloutState int
+
+const (
+	// rolloutNew: no children yet; rendered at once.
+	rolloutNew rolloutState = iota
+	// rolloutPending: its children are on another revision; it waits.
+	rolloutPending
+	// rolloutRolling: moved, not every child Ready yet.
+	rolloutRolling
+	// rolloutDone: moved, every child Ready.
+	rolloutDone
+	// rolloutFailed: moved, a child kstatus Failed.
+	rolloutFailed
+)
+
+// rolloutReported are the states stencil_rollout_resources reports.
+var rolloutReported = []rolloutState{rolloutPending, rolloutRolling, rolloutDone, rolloutFailed}
+
+// String is the state's metric label value.
+func (s rolloutState) String() string {
+	return [...]string{"new", "pending", "rolling", "done", "failed"}[s]
+}
+
+// moved reports whether the resource is on the rollout's revision.
+func (s rolloutState) moved() bool { return s >= rolloutRolling }
+
+// rollout tracks one entry's move to one revision of its templates. It is
+// a plain state machine, fed by sync: observe what the caches say, admit a
+// pending resource when a slot is free, forget a deleted one. Its methods
+// are called under rollouts.mu.
+type rollout struct {
+	revision string
+	limits   *gvr.Rollout
+	states   map[Key]rolloutState
+	counts   [rolloutFailed + 1]int
+	// first are the pending resources that were failing on their old
+	// revision: a further config change (a fix, a revert) moves them
+	// before any other. firstLeft counts those still pending.
+	first     map[Key]bool
+	firstLeft int
+	// order is the order pending resources are woken in: first ones, then
+	// by namespace and name; next starts at cursor.
+	order  []Key
+	cursor int
+	// haltReported: the halt was logged and announced once.
+	haltReported bool
+}
+
+// newRollout starts a rollout to revision from the states read from the
+// caches; failing names the pending resources whose children were failing.
+func newRollout(revision string, limits *gvr.Rollout, states map[Key]rolloutState, failing map[Key]bool) *rollout {
+	r := &rollout{revision: revision, limits: limits, states: map[Key]rolloutState{}, first: map[Key]bool{}}
+	for k, st := range states {
+		r.states[k] = st
+		r.counts[st]++
+		if st == rolloutPending {
+			r.order = append(r.order, k)
+			if failing[k] {
+				r.first[k] = true
+				r.firstLeft++
+			}
+		}
+	}
+	slices.SortFunc(r.order, func(a, b Key) int {
+		if r.first[a] != r.first[b] {
+			if r.first[a] {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return r
+}
+
+// maxes returns the limits for the entry's current number of resources.
+func (r *rollout) maxes() (maxInFlight, maxFailed int) {
+	return r.limits.Limits(len(r.states))
+}
+
+// set moves key to st, keeping the counts.
+func (r *rollout) set(key Key, st rolloutState) {
+	if prev, ok := r.states[key]; ok {
+		r.counts[prev]--
+		if prev == rolloutPending && r.first[key] {
+			r.firstLeft--
+		}
+	}
+	r.states[key] = st
+	r.counts[st]++
+}
+
+// observe records what the caches say of key and returns its state. Once
+// moved, a resource never counts as pending again: right after its move
+// the caches may still show its old children.
+func (r *rollout) observe(key Key, st rolloutState) rolloutState {
+	prev, known := r.states[key]
+	switch {
+	case known && prev.moved() && !st.moved():
+		return prev
+	case known && prev == st:
+		return st
+	case !known && st == rolloutPending:
+		// Created since the rollout began, with children of another
+		// revision (restored from a backup): it queues last.
+		r.order = append(r.order, key)
+	}
+	r.set(key, st)
+	return st
+}
+
+// inFlight counts the moved resources not yet Ready.
+func (r *rollout) inFlight() int { return r.counts[rolloutRolling] }
+
+// halted reports whether maxFailed moved resources have failed.
+func (r *rollout) halted() bool {
+	_, maxFailed := r.maxes()
+	return r.counts[rolloutFailed] >= maxFailed
+}
+
+// admit decides whether key may be rendered now: anything but a pending
+// resource may; a pending one moves (and counts as rolling) only while the
+// rollout is not halted, a slot is free, and no resource that failed on
+// its old revision still waits for its turn before it.
+func (r *rollout) admit(key Key) bool {
+	if r.states[key] != rolloutPending {
+		return true
+	}
+	maxInFlight, _ := r.maxes()
+	if r.halted() || r.inFlight() >= maxInFlight || (r.firstLeft > 0 && !r.first[key]) {
+		return false
+	}
+	r.set(key, rolloutRolling)
+	return true
+}
+
+// forget drops a deleted (or paused) resource; its slot frees.
+func (r *rollout) forget(key Key) {
+	if prev, ok := r.states[key]; ok {
+		r.counts[prev]--
+		if prev == rolloutPending && r.first[key] {
+			r.firstLeft--
+		}
+		delete(r.states, key)
+	}
+}
+
+// next returns the pending resources to wake for the free slots, in order;
+// none while halted.
+func (r *rollout) next() []Key {
+	maxInFlight, _ := r.maxes()
+	free := maxInFlight - r.inFlight()
+	if free <= 0 || r.halted() {
+		return nil
+	}
+	for r.cursor < len(r.order) && r.states[r.order[r.cursor]] != rolloutPending {
+		r.cursor++
+	}
+	var wake []Key
+	for i := r.cursor; i < len(r.order) && len(wake) < free; i++ {
+		if k := r.order[i]; r.states[k] == rolloutPending {
+			wake = append(wake, k)
+		}
+	}
+	return wake
+}
+
+// rollouts holds the rollout of each entry that has one.
+type rollouts struct {
+	mu    sync.Mutex
+	byGVR map[schema.GroupVersionResource]*rollout
+}
+
+// rolloutGate runs before a resource of a rollout entry is rendered. It
+// reads where the resource stands from the caches, and reports whether it
+// may be rendered and applied now; a resource that must wait is left as it
+// is (no write at all). It also wakes the pending resources that free
+// slots can take, and announces a halt.
+func (c *Controller) rolloutGate(ctx context.Context, pk *parentKind, key Key, parent *unstructured.Unstructured) bool {
+	logger := klog.FromContext(ctx)
+	revision := pk.set.Revision()
+	st, _ := c.rolloutStateOf(parent, revision)
+	c.rollouts.mu.Lock()
+	r := c.rolloutFor(ctx, pk)
+	prev, known := r.states[key]
+	st = r.observe(key, st)
+	if known && prev != st {
+		switch st {
+		case rolloutDone:
+			logger.Info("Rollout: resource Ready on the new templates", "revision", revision, "rolling", r.inFlight(), "pending", r.counts[rolloutPending])
+		case rolloutFailed:
+			logger.Info("Rollout: resource failed on the new templates", "revision", revision, "failed", r.counts[rolloutFailed])
+		}
+	}
+	admitted := r.admit(key)
+	if admitted && st == rolloutPending {
+		maxInFlight, _ := r.maxes()
+		logger.Info("Rollout: moving resource to the new templates", "revision", revision,
+			"rolling", r.inFlight(), "maxInFlight", maxInFlight, "pending", r.counts[rolloutPending])
+	}
+	halt := ""
+	if r.halted() && r.counts[rolloutPending] > 0 && !r.haltReported {
+		r.haltReported = true
+		_, maxFailed := r.maxes()
+		halt = fmt.Sprintf("Rollout of %s to template revision %s halted: %d moved resources failed (maxFailed %d); %d resources not moved keep their children until the config changes",
+			pk.res.String(), revision, r.counts[rolloutFailed], maxFailed, r.counts[rolloutPending])
+	}
+	wake := r.next()
+	if r.counts[rolloutPending] == 0 && r.inFlight() == 0 && known && prev != st {
+		logger.Info("Rollout complete", "revision", revision, "done", r.counts[rolloutDone], "failed", r.counts[rolloutFailed])
+	}
+	c.reportRollout(pk, r)
+	c.rollouts.mu.Unlock()
+
+	if halt != "" {
+		logger.Info("Rollout halted", "revision", revision, "reason", halt)
+		c.recorder.Event(parent, corev1.EventTypeWarning, reasonRolloutHalted, halt)
+	}
+	for _, k := range wake {
+		if k != key {
+			c.queue.Add(k)
+		}
+	}
+	if !admitted {
+		logger.V(4).Info("Rollout: waiting for a slot, children left as they are", "revision", revision)
+	}
+	return admitted
+}
+
+// forgetRollout drops a deleted or paused resource from its entry's
+// rollout, and wakes the resource that takes its slot.
+func (c *Controller) forgetRollout(pk *parentKind, key Key) {
+	c.rollouts.mu.Lock()
+	r := c.rollouts.byGVR[key.GVR]
+	var wake []Key
+	if r != nil && r.revision == pk.set.Revision() {
+		if _, ok := r.states[key]; ok {
+			r.forget(key)
+			wake = r.next()
+			c.reportRollout(pk, r)
+		}
+	}
+	c.rollouts.mu.Unlock()
+	for _, k := range wake {
+		c.queue.Add(k)
+	}
+}
+
+// rolloutFor returns the entry's rollout to its current revision, read
+// from the caches the first time that revision is seen (start-up, a
+// reload). Called under rollouts.mu.
+func (c *Controller) rolloutFor(ctx context.Context, pk *parentKind) *rollout {
+	g := pk.res.GVR()
+	revision := pk.set.Revision()
+	if r := c.rollouts.byGVR[g]; r != nil && r.revision == revision {
+		r.limits = pk.res.Rollout
+		return r
+	}
+	states, failing := map[Key]rolloutState{}, map[Key]bool{}
+	for _, inf := range pk.informers {
+		for _, obj := range inf.GetIndexer().List() {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[AnnotationPaused] == "true" {
+				continue
+			}
+			k := Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
+			states[k], failing[k] = c.rolloutStateOf(u, revision)
+		}
+	}
+	r := newRollout(revision, pk.res.Rollout, states, failing)
+	if c.rollouts.byGVR == nil {
+		c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout{}
+	}
+	c.rollouts.byGVR[g] = r
+	if r.counts[rolloutPending] > 0 {
+		klog.FromContext(ctx).Info("Rollout started", "resource", pk.label, "revision", revision, "limits", pk.res.Rollout.String(),
+			"pending", r.counts[rolloutPending], "failingFirst", r.firstLeft, "done", r.counts[rolloutDone],
+			"rolling", r.counts[rolloutRolling], "failed", r.counts[rolloutFailed])
+	}
+	return r
+}
+
+// reportRollout sets the rollout gauges of the entry. Called under rollouts.mu.
+func (c *Controller) reportRollout(pk *parentKind, r *rollout) {
+	for _, st := range rolloutReported {
+		c.opts.Metrics.rolloutResources.WithLabelValues(pk.label, st.String()).Set(float64(r.counts[st]))
+	}
+	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.label).Set(boolGauge(r.halted() && r.counts[rolloutPending] > 0))
+}
+
+// rolloutStateOf reads where parent stands from its cached children:
+// new without any, pending when none carries revision, else failed,
+// rolling or done by kstatus. failing says some child of a pending
+// resource is Failed on its old revision.
+func (c *Controller) rolloutStateOf(parent *unstructured.Unstructured, revision string) (st rolloutState, failing bool) {
+	children := c.ownedChildren(parent)
+	if len(children) == 0 {
+		return rolloutNew, false
+	}
+	moved, all, anyFailed, allReady := false, true, false, true
+	for _, ch := range children {
+		if ch.obj.GetAnnotations()[templates.AnnotationTemplateRevision] == revision {
+			moved = true
+		} else {
+			all = false
+		}
+		r := readiness(ch.obj)
+		anyFailed = anyFailed || r.failed
+		allReady = allReady && r.ok
+	}
+	switch {
+	case !moved:
+		return rolloutPending, anyFailed
+	case anyFailed:
+		return rolloutFailed, false
+	case all && allReady:
+		return rolloutDone, false
+	}
+	return rolloutRolling, false
+}
+
+// ownedChild is a cached child and its kind.
+type ownedChild struct {
+	ck  *childKind
+	obj *unstructured.Unstructured
+}
+
+// ownedChildren returns parent's cached children of kinds, found by the
+// owner-UID label and kept only when parent is their controller.
+func ownedChildren(kinds []*childKind, parent *unstructured.Unstructured) ([]ownedChild, error) {
+	var out []ownedChild
+	var errs []error
+	for _, ck := range kinds {
+		inf := informerFor(ck.informers, parent.GetNamespace())
+		if inf == nil {
+			continue
+		}
+		objs, err := inf.GetIndexer().ByIndex(ownerUIDIndex, string(parent.GetUID()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing children of kind %s: %w", ck.gvk.Kind, err))
+			continue
+		}
+		for _, o := range objs {
+			child, ok := o.(*unstructured.Unstructured)
+			if !ok || child.GetNamespace() != parent.GetNamespace() {
+				continue
+			}
+			if ref := metav1.GetControllerOf(child); ref == nil || ref.UID != parent.GetUID() {
+				continue
+			}
+			out = append(out, ownedChild{ck: ck, obj: child})
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// ownedChildren is ownedChildren of every child kind; an index error
+// (never expected: the index exists on every child informer) counts as
+// no child.
+func (c *Controller) ownedChildren(parent *unstructured.Unstructured) []ownedChild {
+	out, _ := ownedChildren(c.childKinds(), parent)
+	return out
+}
