@@ -244,7 +244,7 @@ func (c *Controller) rolloutGate(ctx context.Context, pk *parentKind, key Key, p
 	if r.halted() && r.counts[rolloutPending] > 0 && !r.haltReported {
 		r.haltReported = true
 		_, maxFailed := r.maxes()
-		halt = fmt.Sprintf("Rollout of %s to template revision %s halted: %d moved resources failed (maxFailed %d); %d resources not moved keep their children until the config changes",
+		halt = fmt.Sprintf("Rollout of %s to template revision %s halted: %d of the moved resources failed (maxFailed %d); the %d not moved keep their children until the config changes",
 			pk.res.String(), revision, r.counts[rolloutFailed], maxFailed, r.counts[rolloutPending])
 	}
 	wake := r.next()

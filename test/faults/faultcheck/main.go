@@ -7,6 +7,10 @@
 //	faultcheck invariants  --namespace NS --config crds/stencil.yaml [--selector S]
 //	                       [--expect NAME=REASON]... [--foreign-rv Kind/name=RV]...
 //	                       [--proxy URL --since MS] [--write-ns NS]...
+//	faultcheck diff-json   < plan.json
+//
+// diff-json checks the JSON form of stencil diff against DESIGN.md's
+// schema and prints its counts and its changed fields (diffjson.go).
 //
 // wait-ready polls until N custom resources (of the configured kinds, matching
 // the selector) are Ready at their generation, with as many ready replicas as
@@ -70,10 +74,17 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: faultcheck wait-ready|invariants [flags]")
+		fmt.Fprintln(os.Stderr, "usage: faultcheck wait-ready|invariants|diff-json [flags]")
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
+	if cmd == "diff-json" {
+		if err := checkDiffJSON(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "faultcheck:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig")
 	config := fs.String("config", "crds/stencil.yaml", "stencil config: which resources, which templates")
