@@ -168,6 +168,8 @@ var knownMetrics = map[string]bool{
 	"stencil_render_errors_total":                          true,
 	"stencil_drift_dry_runs_total":                         true,
 	"stencil_resource_served":                              true,
+	"stencil_rollout_resources":                            true,
+	"stencil_rollout_halted":                               true,
 	"stencil_config_last_reload_successful":                true,
 	"stencil_config_last_reload_success_timestamp_seconds": true,
 	"workqueue_depth":                                      true,
