@@ -38,7 +38,7 @@ type diffJSON struct {
 }
 
 // runDiff runs bin/stencil diff and returns its exit status and output.
-func runDiff(t *testing.T, config, ns string, args ...string) (int, string) {
+func runDiff(t testing.TB, config, ns string, args ...string) (int, string) {
 	t.Helper()
 	bin, err := filepath.Abs(filepath.Join(root, "bin", "stencil"))
 	if err != nil {
@@ -57,14 +57,18 @@ func runDiff(t *testing.T, config, ns string, args ...string) (int, string) {
 	case err != nil:
 		t.Fatal(err)
 	}
-	t.Logf("%s: exit %d\n%s%s", strings.Join(cmd.Args[1:], " "), cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+	shown := stdout.String()
+	if len(shown) > 2000 {
+		shown = shown[:2000] + fmt.Sprintf("... (%d bytes in all)\n", stdout.Len())
+	}
+	t.Logf("%s: exit %d\n%s%s", strings.Join(cmd.Args[1:], " "), cmd.ProcessState.ExitCode(), shown, stderr.String())
 	return cmd.ProcessState.ExitCode(), stdout.String()
 }
 
 // copyConfig copies crds/stencil.yaml and its templates to a new directory,
 // with edit applied to the file rel (relative to crds/), and returns the
 // config.
-func copyConfig(t *testing.T, rel string, edit func(string) string) string {
+func copyConfig(t testing.TB, rel string, edit func(string) string) string {
 	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(root, "crds")
