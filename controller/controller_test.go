@@ -45,6 +45,8 @@ type fixture struct {
 	cache, api []*unstructured.Unstructured
 	// firstStatusDelay overrides Options.FirstStatusDelay (default 1ms).
 	firstStatusDelay time.Duration
+	// config is the config file (default testdata/stencil.yaml).
+	config string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -53,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) newController(ctx context.Context) {
 	f.t.Helper()
-	cfg, err := gvr.Load("testdata/stencil.yaml")
+	cfg, err := gvr.Load(cmp.Or(f.config, "testdata/stencil.yaml"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -194,7 +196,13 @@ func webapp(name string, spec map[string]any) *unstructured.Unstructured {
 // with ready status, so a sync sees a converged child.
 func rendered(t *testing.T, parent *unstructured.Unstructured) []*unstructured.Unstructured {
 	t.Helper()
-	cfg, err := gvr.Load("testdata/stencil.yaml")
+	return renderedWith(t, "testdata/stencil.yaml", parent)
+}
+
+// renderedWith is rendered with the templates of the config at path.
+func renderedWith(t *testing.T, path string, parent *unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	cfg, err := gvr.Load(path)
 	must(t, err)
 	sets, err := templates.LoadAll(cfg, templates.Options{})
 	must(t, err)

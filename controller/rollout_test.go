@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -174,6 +179,103 @@ func TestRolloutNeverMoreThanMaxInFlight(t *testing.T) {
 		}
 		if r.counts[rolloutDone] != tt.n || peak != tt.want {
 			t.Errorf("maxInFlight %s of %d: %d done, peak %d in flight; want all done, peak %d", tt.inFlight.String(), tt.n, r.counts[rolloutDone], peak, tt.want)
+		}
+	}
+}
+
+// syncActions runs one sync of name on f's controller (built once) and
+// returns the API actions it made, lists and watches aside.
+func (f *fixture) syncActions(ctx context.Context, name string) []string {
+	f.t.Helper()
+	f.client.ClearActions()
+	if err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}); err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+	var out []string
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			out = append(out, describe([]core.Action{a})...)
+		}
+	}
+	return out
+}
+
+// TestRolloutReadsItsStateFromTheCaches: three converged WebApps whose
+// children were rendered without a rollout, under a config with
+// rollout {maxInFlight: 1, maxFailed: 1}. The first to sync moves; the
+// others are left alone, not even their status written. A new controller
+// (a restart) whose caches show the moved one's children on the new
+// revision and Ready lets the next one move, and one only; once that one's
+// Deployment is past its progress deadline, the rollout halts.
+func TestRolloutReadsItsStateFromTheCaches(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	spec := map[string]any{"image": "nginx:1.27", "replicas": int64(1), "port": int64(80)}
+	var parents []*unstructured.Unstructured
+	var children [][]*unstructured.Unstructured
+	for _, name := range []string{"a", "b", "c"} {
+		p, ch := converged(t, webapp(name, spec))
+		parents, children = append(parents, p), append(children, ch)
+	}
+	f := newFixture(t)
+	f.config = "testdata/stencil-rollout.yaml"
+	f.cache = append(f.cache, parents...)
+	for _, ch := range children {
+		f.cache = append(f.cache, ch...)
+	}
+	f.newController(ctx)
+	if got := f.syncActions(ctx, "a"); len(got) == 0 {
+		t.Fatal("a, the first to sync, did not move")
+	}
+	for _, name := range []string{"b", "c"} {
+		if got := f.syncActions(ctx, name); len(got) != 0 {
+			t.Fatalf("%s moved or was written while a rolls (maxInFlight 1): %v", name, got)
+		}
+	}
+	if got := f.syncActions(ctx, "b"); len(got) != 0 {
+		t.Fatalf("b moved on a second sync while a rolls: %v", got)
+	}
+
+	// A restart: the caches show a's children on the new revision, Ready.
+	f = newFixture(t)
+	f.config = "testdata/stencil-rollout.yaml"
+	f.cache = append(f.cache, parents...)
+	f.cache = append(f.cache, renderedWith(t, f.config, parents[0])...)
+	f.cache = append(f.cache, children[1]...)
+	f.cache = append(f.cache, children[2]...)
+	f.newController(ctx)
+	moved := f.syncActions(ctx, "b")
+	if len(moved) == 0 {
+		t.Fatal("b did not move once a was Ready on the new revision")
+	}
+	if got := f.syncActions(ctx, "c"); len(got) != 0 {
+		t.Fatalf("c moved while b rolls: %v", got)
+	}
+
+	// b's Deployment on the new revision fails: the rollout halts, c waits.
+	f = newFixture(t)
+	f.config = "testdata/stencil-rollout.yaml"
+	f.cache = append(f.cache, parents...)
+	f.cache = append(f.cache, renderedWith(t, f.config, parents[0])...)
+	for _, ch := range renderedWith(t, f.config, parents[1]) {
+		if ch.GetKind() == "Deployment" {
+			must(t, unstructured.SetNestedSlice(ch.Object, []any{
+				map[string]any{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"},
+			}, "status", "conditions"))
+		}
+		f.cache = append(f.cache, ch)
+	}
+	f.cache = append(f.cache, children[2]...)
+	f.newController(ctx)
+	if got := f.syncActions(ctx, "c"); len(got) != 0 {
+		t.Fatalf("c moved after b failed (maxFailed 1): %v", got)
+	}
+	expectEvent(t, f.recorder, "Warning RolloutHalted Rollout of webapps.v1beta1.apps.example.com to template revision")
+	if got := gaugeValue(t, f.c.opts.Metrics.rolloutHalted.WithLabelValues("webapps.apps.example.com")); got != 1 {
+		t.Errorf("stencil_rollout_halted = %v, want 1", got)
+	}
+	for state, want := range map[string]float64{"pending": 1, "rolling": 0, "done": 1, "failed": 1} {
+		if got := gaugeValue(t, f.c.opts.Metrics.rolloutResources.WithLabelValues("webapps.apps.example.com", state)); got != want {
+			t.Errorf("stencil_rollout_resources{state=%q} = %v, want %v", state, got, want)
 		}
 	}
 }
