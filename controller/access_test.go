@@ -16,7 +16,7 @@ import (
 	core "k8s.io/client-go/testing"
 
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/reload"
+	"stencil.dev/stencil/controller/reload"
 )
 
 // reviewer is a Kube that answers access reviews only: it refuses the
@@ -88,7 +88,7 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 	p := startPlaneKube(t, path, false, kube, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"),
 		webapp("a", map[string]any{"replicas": int64(1), "image": "nginx"}))
 	p.eventually("webapps is served and reconciled", func() bool { return p.served(webappGVR) && p.applied(deploymentGVR, "a") })
-	before, kinds := p.c.parent(webappGVR), p.c.childKinds()
+	before, kinds := p.c.reg.Parent(webappGVR), p.c.reg.ChildKinds()
 
 	// The config gains a ConfigMap child that stencil may read but not write.
 	writeConfig(t, dir, registryConfig(t, true, false))
@@ -118,10 +118,10 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 	if p.watching(configMapGVR) || p.touched(configMapGVR) {
 		t.Error("a refused reload listed, watched or wrote ConfigMaps")
 	}
-	if got := p.c.parent(webappGVR); got.set != before.set || got.informers[""] != before.informers[""] {
+	if got := p.c.reg.Parent(webappGVR); got.Set != before.Set || got.Informers[""] != before.Informers[""] {
 		t.Errorf("webapps entry = %+v, want the running one %+v", got, before)
 	}
-	if ck := p.c.child(configMapGVK); ck != nil || !sameChildKinds(p.c.childKinds(), kinds) {
+	if ck := p.c.reg.Child(configMapGVK); ck != nil || !sameChildKinds(p.c.reg.ChildKinds(), kinds) {
 		t.Errorf("a refused reload changed the child kinds: ConfigMap %+v", ck)
 	}
 	p.create(webappGVR, webapp("b", map[string]any{"replicas": int64(1), "image": "nginx"}))
@@ -151,7 +151,7 @@ func TestReloadAddingAResourceStencilMayNotWatchIsRefused(t *testing.T) {
 			t.Errorf("Reconfigure = %v, want an error saying %q", err, want)
 		}
 	}
-	if p.c.parent(gizmoGVR) != nil || p.watching(gizmoGVR) {
+	if p.c.reg.Parent(gizmoGVR) != nil || p.watching(gizmoGVR) {
 		t.Error("a refused reload published or started the gizmos entry")
 	}
 	// Kept entries are not reviewed again.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 )
 
@@ -41,10 +42,10 @@ func BenchmarkResync(b *testing.B) {
 	ctx := klog.NewContext(b.Context(), klog.Background().V(0))
 	b.Run("render-only-baseline", func(b *testing.B) {
 		b.ReportAllocs()
-		pk := f.c.resources[webappGVR]
+		pk := f.c.reg.Parent(webappGVR)
 		for i := 0; b.Loop(); i++ {
 			k := keys[i%len(keys)]
-			parent, err := getCached(pk.informers, webappGVR.GroupResource(), k.Namespace, k.Name)
+			parent, err := registry.GetCached(pk.Informers, webappGVR.GroupResource(), k.Namespace, k.Name)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -52,7 +53,7 @@ func BenchmarkResync(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := pk.set.Render(obj); err != nil {
+			if _, err := pk.Set.Render(obj); err != nil {
 				b.Fatal(err)
 			}
 		}

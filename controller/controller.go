@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -27,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -42,9 +42,6 @@ const AnnotationPaused = "stencil.dev/paused"
 // only a field was removed); an unchanged hash with different live fields
 // means someone else reverted a field (drift, guarded by the fight limiter).
 const annotationAppliedHash = "stencil.dev/applied-hash"
-
-// ownerUIDIndex indexes children by their stencil.dev/owner-uid label.
-const ownerUIDIndex = "stencil-owner-uid"
 
 // Key identifies one custom resource in the work queue. The GVR is part of the
 // key because two CRDs may hold objects of the same namespace and name.
@@ -172,36 +169,10 @@ func (o *Options) defaults() {
 type Controller struct {
 	opts Options
 
-	// mu guards the registry below, which changes when a CRD comes or goes
-	// and when the config is reloaded. It is held only to read or swap
-	// maps, never across a request to the API server.
-	mu sync.RWMutex
-	// resources holds the live config: one entry per configured resource,
-	// with its templates.
-	resources map[schema.GroupVersionResource]*parentKind
-	// byKind maps a served parent's group and kind to its GVR, for owner references.
-	byKind   map[schema.GroupKind]schema.GroupVersionResource
-	children map[schema.GroupVersionKind]*childKind
-	// waitingKinds are child kinds not (yet) served; they are looked up
-	// again on every CRD change.
-	waitingKinds map[schema.GroupVersionKind]bool
-	// refusedKinds are child kinds found cluster-scoped: refused once and
-	// never looked up again.
-	refusedKinds map[schema.GroupVersionKind]bool
-	// childGen counts the changes of children, so that a plan built from
-	// an older state is not published over a newer one.
-	childGen uint64
-	// reloading is set while Reconfigure prepares a config: the child kinds
-	// are its to change; a CRD change meanwhile sets recheck, for it to
-	// look at the waiting kinds again once it ends.
-	reloading, recheck bool
-	// runCtx is the workers' context while they run; informers started
-	// later (a CRD installed, a reload) run under it.
-	runCtx context.Context
-	// reloadMu makes reloads take turns.
-	reloadMu sync.Mutex
+	// reg is the watch registry: the configured resources, the child
+	// kinds and their informers, and the CRDs that say what is served.
+	reg *registry.Registry
 
-	crds        cache.SharedIndexInformer
 	queue       workqueue.TypedRateLimitingInterface[Key]
 	recorder    record.EventRecorder
 	broadcaster record.EventBroadcaster
@@ -237,26 +208,20 @@ type LeaderElection struct {
 
 // New builds a Controller and creates (but does not start) its informers.
 // A configured resource whose CRD is not installed is not an error: it is
-// served once its CRD is (see watches.go).
+// served once its CRD is (see the registry package).
 func New(ctx context.Context, opts Options) (*Controller, error) {
 	opts.defaults()
 	if opts.Config == nil || len(opts.Sets) != len(opts.Config.Resources) {
 		return nil, errors.New("controller: Options.Sets must hold one template set per configured resource")
 	}
 	c := &Controller{
-		opts:         opts,
-		resources:    map[schema.GroupVersionResource]*parentKind{},
-		byKind:       map[schema.GroupKind]schema.GroupVersionResource{},
-		children:     map[schema.GroupVersionKind]*childKind{},
-		waitingKinds: map[schema.GroupVersionKind]bool{},
-		refusedKinds: map[schema.GroupVersionKind]bool{},
+		opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
 		guard:  newFightGuard(opts.FightBurst, opts.FightInterval),
 		health: &health{},
 	}
-	c.health.synced = c.synced
 	c.recorder = opts.Recorder
 	if c.recorder == nil {
 		if opts.Kube == nil {
@@ -272,96 +237,28 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: FieldManager})
 	}
 
-	if err := c.newCRDInformer(ctx); err != nil {
-		return nil, err
-	}
-	for i, res := range opts.Config.Resources {
-		pk, err := c.newParentKind(ctx, opts.Config.Path, res, opts.Sets[i], nil)
-		if err != nil {
-			return nil, err
-		}
-		c.resources[res.GVR()] = pk
-		if pk.served {
-			c.byKind[pk.gvk.GroupKind()] = res.GVR()
-		}
-		c.precreateLocked(pk)
-		opts.Metrics.served.WithLabelValues(pk.label).Set(boolGauge(pk.served))
-	}
-	plan, err := c.planChildren(ctx, c.resources, c.children, c.refusedKinds, nil)
+	reg, err := registry.New(ctx, registry.Options{
+		Dynamic: opts.Dynamic, Metadata: opts.Metadata, Mapper: opts.Mapper,
+		Namespace: opts.Namespace, CacheSyncTimeout: opts.CacheSyncTimeout,
+		Hooks: registry.Hooks{
+			ParentHandler:      func(g schema.GroupVersionResource) cache.ResourceEventHandler { return c.parentHandler(ctx, g) },
+			ChildHandler:       c.childHandler(ctx),
+			ParentTransform:    stripParent,
+			ChildTransform:     stripChild,
+			WatchFailed:        c.health.watchFailed,
+			Served:             func(pk *registry.Parent) { opts.Metrics.served.WithLabelValues(pk.Label).Set(boolGauge(pk.Served)) },
+			Published:          c.precreate,
+			Removed:            func(pk *registry.Parent) { opts.Metrics.served.DeleteLabelValues(pk.Label) },
+			ChildKindsResolved: func() { c.EnqueueAll() },
+			CheckAccess:        c.checkAccess,
+		},
+	}, opts.Config, opts.Sets)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.commitChildrenLocked(ctx, plan, false)
-	c.mu.Unlock()
+	c.reg = reg
+	c.health.synced = reg.Synced
 	return c, nil
-}
-
-// scopeNamespaces intersects the --namespace flag with an entry's namespaces.
-// The result holds "" when every namespace is watched.
-func scopeNamespaces(flagNS string, entry []string) []string {
-	switch {
-	case flagNS == "" && len(entry) == 0:
-		return []string{metav1.NamespaceAll}
-	case flagNS == "":
-		return entry
-	case len(entry) == 0:
-		return []string{flagNS}
-	}
-	for _, ns := range entry {
-		if ns == flagNS {
-			return []string{flagNS}
-		}
-	}
-	return nil
-}
-
-func containsGVK(list []schema.GroupVersionKind, k schema.GroupVersionKind) bool {
-	for _, l := range list {
-		if l == k {
-			return true
-		}
-	}
-	return false
-}
-
-func indexByOwnerUID(obj any) ([]string, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, nil
-	}
-	if uid := m.GetLabels()[templates.LabelOwnerUID]; uid != "" {
-		return []string{uid}, nil
-	}
-	return nil, nil
-}
-
-// informerFor picks the informer that covers namespace ns.
-func informerFor(informers map[string]cache.SharedIndexInformer, ns string) cache.SharedIndexInformer {
-	if inf, ok := informers[ns]; ok {
-		return inf
-	}
-	return informers[metav1.NamespaceAll]
-}
-
-// getCached returns the cached object, or a NotFound error.
-func getCached(informers map[string]cache.SharedIndexInformer, res schema.GroupResource, ns, name string) (*unstructured.Unstructured, error) {
-	inf := informerFor(informers, ns)
-	if inf == nil {
-		return nil, apierrors.NewNotFound(res, name)
-	}
-	obj, exists, err := inf.GetIndexer().GetByKey(ns + "/" + name)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s %s/%s from cache: %w", res, ns, name, err)
-	}
-	if !exists {
-		return nil, apierrors.NewNotFound(res, name)
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("cache holds %T for %s %s/%s, want *unstructured.Unstructured", obj, res, ns, name)
-	}
-	return u, nil
 }
 
 // parentHandler enqueues a custom resource on every change. Resyncs with an
@@ -440,29 +337,11 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 	}
 }
 
-// resolveControllerRef returns the key of the cached custom resource that ref
-// names, matching group, kind and UID: a kind alone is ambiguous when several
-// CRDs are served.
+// resolveControllerRef returns the key of the cached custom resource that
+// ref names (registry.Registry.ResolveOwner).
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) (Key, bool) {
-	if ref == nil {
-		return Key{}, false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return Key{}, false
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	g, ok := c.byKind[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	g, ok := c.reg.ResolveOwner(ns, ref)
 	if !ok {
-		return Key{}, false
-	}
-	pk := c.resources[g]
-	if pk == nil {
-		return Key{}, false
-	}
-	parent, err := getCached(pk.informers, g.GroupResource(), ns, ref.Name)
-	if err != nil || parent.GetUID() != ref.UID {
 		return Key{}, false
 	}
 	return Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
@@ -477,54 +356,39 @@ func sameResourceVersion(old, cur any) bool {
 // EnqueueAll adds every cached custom resource to the queue: the periodic
 // resync, also used by tests to force one.
 func (c *Controller) EnqueueAll() int {
-	c.mu.RLock()
-	gvrs := make([]schema.GroupVersionResource, 0, len(c.resources))
-	for g := range c.resources {
-		gvrs = append(gvrs, g)
-	}
-	c.mu.RUnlock()
 	n := 0
-	for _, g := range gvrs {
+	for _, g := range c.reg.GVRs() {
 		n += c.enqueueResource(g)
 	}
 	return n
 }
 
-// hasSynced lists HasSynced of every informer that runs: the CRD informer,
-// the child informers and the informers of the served resources. A
-// resource whose CRD is not installed has none, and so does not hold
-// readiness back.
-func (c *Controller) hasSynced() []cache.InformerSynced {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := []cache.InformerSynced{c.crds.HasSynced}
-	for _, pk := range c.resources {
-		if pk.stop == nil {
-			continue
-		}
-		for _, inf := range pk.informers {
-			out = append(out, inf.HasSynced)
-		}
+// enqueueResource adds every cached custom resource of g to the queue.
+func (c *Controller) enqueueResource(g schema.GroupVersionResource) int {
+	keys := c.reg.Keys(g)
+	for _, k := range keys {
+		c.queue.Add(Key{GVR: g, NamespacedName: k})
 	}
-	for _, ck := range c.children {
-		for _, inf := range ck.informers {
-			out = append(out, inf.HasSynced)
-		}
-		for _, inf := range ck.names {
-			out = append(out, inf.HasSynced)
-		}
-	}
-	return out
+	return len(keys)
 }
 
-// synced reports whether every running informer has synced, for /readyz.
-func (c *Controller) synced() bool {
-	for _, s := range c.hasSynced() {
-		if !s() {
-			return false
-		}
+// precreate makes the metric series of a published entry exist.
+func (c *Controller) precreate(pk *registry.Parent) {
+	var names []string
+	for _, k := range pk.Set.Kinds() {
+		names = append(names, k.Kind)
 	}
-	return true
+	c.opts.Metrics.precreate(pk.Label, names)
+	if pk.Res.Rollout != nil {
+		c.opts.Metrics.precreateRollout(pk.Label)
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Run starts the health and metrics servers and, under leader election when
@@ -556,21 +420,10 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	logger := klog.FromContext(ctx)
 	runCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
-	c.mu.Lock()
-	c.runCtx = runCtx
-	go c.crds.RunWithContext(runCtx)
-	for _, ck := range c.children {
-		for _, inf := range ck.informers {
-			go inf.RunWithContext(runCtx)
-		}
-		for _, inf := range ck.names {
-			go inf.RunWithContext(runCtx)
-		}
-	}
-	c.mu.Unlock()
+	c.reg.Start(runCtx)
 	syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), c.hasSynced()...) {
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.HasSynced()...) {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -578,17 +431,15 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	}
 	// The CRDs are known: start the served resources' informers, and wait
 	// for them too, so that the first reconciles see complete caches.
-	c.refresh(ctx)
-	if !cache.WaitForCacheSync(syncCtx.Done(), c.hasSynced()...) {
+	c.reg.Refresh(ctx)
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.HasSynced()...) {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("informer caches did not sync within %s", c.opts.CacheSyncTimeout)
 	}
 	c.health.started.Store(true)
-	c.mu.RLock()
-	configured := len(c.resources)
-	c.mu.RUnlock()
+	configured := len(c.reg.GVRs())
 	logger.Info("Caches synced, starting workers", "workers", c.opts.Workers, "resources", configured)
 
 	// Workers keep a context of their own so that a SIGTERM lets in-flight

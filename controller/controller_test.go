@@ -106,22 +106,20 @@ func (f *fixture) newController(ctx context.Context) {
 		f.t.Fatal(err)
 	}
 	// The WebApp CRD is installed and Established: the resource is served.
-	must(f.t, c.crds.GetIndexer().Add(&unstructured.Unstructured{Object: map[string]any{
+	must(f.t, c.reg.CRDs().GetIndexer().Add(&unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "webapps.apps.example.com"},
 		"spec": map[string]any{"names": map[string]any{"kind": "WebApp"},
 			"versions": []any{map[string]any{"name": "v1beta1", "served": true}}},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": "True"}}},
 	}}))
-	c.mu.Lock()
-	c.refreshLocked(ctx, webappGVR, c.resources[webappGVR])
-	c.mu.Unlock()
+	c.reg.Evaluate(ctx)
 	for _, o := range f.cache {
 		switch o.GroupVersionKind().Kind {
 		case "WebApp":
-			must(f.t, c.resources[webappGVR].informers[""].GetIndexer().Add(o))
+			must(f.t, c.reg.Parent(webappGVR).Informers[""].GetIndexer().Add(o))
 		default:
-			must(f.t, c.children[o.GroupVersionKind()].informers[""].GetIndexer().Add(o))
+			must(f.t, c.reg.Child(o.GroupVersionKind()).Informers[""].GetIndexer().Add(o))
 		}
 	}
 	f.c = c

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/controller/registry"
 )
 
 // Drift detection decides whether a live child needs an apply, from what the
@@ -459,13 +461,13 @@ func (m *dryRunMemo) forget(uid types.UID) {
 // nothing, whether applying want to live would change the object. It is
 // used only where field ownership cannot tell (a field of the render that no
 // manager holds), and its answer is remembered per resourceVersion.
-func (c *Controller) serverAgrees(ctx context.Context, ck *childKind, want, live *unstructured.Unstructured, hash string) bool {
+func (c *Controller) serverAgrees(ctx context.Context, ck *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
 	version := live.GetResourceVersion() + "/" + hash
 	if c.dryRuns.has(live.GetUID(), version) {
 		return true
 	}
-	c.opts.Metrics.dryRuns.WithLabelValues(ck.gvk.Kind).Inc()
-	client := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace())
+	c.opts.Metrics.dryRuns.WithLabelValues(ck.GVK.Kind).Inc()
+	client := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace())
 	// The cache holds a stripped child (transform.go): compare with the
 	// whole object.
 	whole, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})

@@ -1,5 +1,7 @@
 package controller
 
+import "stencil.dev/stencil/controller/registry"
+
 // What "stencil diff" shares with the controller, so that its plan is made
 // the way sync makes its writes: DryRunApply (drift.go), TemplateStatus
 // (status.go), and the two below.
@@ -12,5 +14,5 @@ const AnnotationAppliedHash = annotationAppliedHash
 // ScopeNamespaces returns the namespaces an entry covers under the
 // --namespace flag: "" means all; an empty result means none.
 func ScopeNamespaces(flagNS string, entry []string) []string {
-	return scopeNamespaces(flagNS, entry)
+	return registry.ScopeNamespaces(flagNS, entry)
 }

@@ -29,8 +29,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/gvr"
-	"stencil.dev/stencil/reload"
 	"stencil.dev/stencil/templates"
 )
 
@@ -272,8 +272,8 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 }
 
 func (p *plane) served(g schema.GroupVersionResource) bool {
-	pk := p.c.parent(g)
-	return pk != nil && pk.served && pk.stop != nil
+	pk := p.c.reg.Parent(g)
+	return pk != nil && pk.Served && pk.Running()
 }
 
 func (p *plane) servedMetric(label string) float64 {
@@ -281,7 +281,7 @@ func (p *plane) servedMetric(label string) float64 {
 }
 
 // sameChildKinds reports whether a and b hold the same child kind entries.
-func sameChildKinds(a, b []*childKind) bool {
+func sameChildKinds(a, b []*registry.Child) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -322,17 +322,17 @@ func TestRegistryStopsServingResourceWhoseCRDIsDeletedOthersUndisturbed(t *testi
 		webapp("a", map[string]any{"replicas": int64(1), "image": "nginx"}), gizmo("g"))
 	p.eventually("both resources are served", func() bool { return p.served(webappGVR) && p.served(gizmoGVR) })
 	p.eventually("the Gizmo's Deployment is applied", func() bool { return p.applied(deploymentGVR, "g") })
-	webapps := p.c.parent(webappGVR)
+	webapps := p.c.reg.Parent(webappGVR)
 
 	must(t, p.client.Resource(registry.CRDResource).Delete(p.ctx, "gizmos.toys.example.com", metav1.DeleteOptions{}))
 	p.eventually("gizmos is no longer served", func() bool { return !p.served(gizmoGVR) })
 	if got := p.servedMetric("gizmos.toys.example.com"); got != 0 {
 		t.Errorf("stencil_resource_served{gizmos} = %v, want 0", got)
 	}
-	if pk := p.c.parent(gizmoGVR); pk == nil || pk.stop != nil {
+	if pk := p.c.reg.Parent(gizmoGVR); pk == nil || pk.Running() {
 		t.Errorf("gizmos entry = %+v, want kept in the config with its informers stopped", pk)
 	}
-	if got := p.c.parent(webappGVR); got.informers[""] != webapps.informers[""] || !p.served(webappGVR) {
+	if got := p.c.reg.Parent(webappGVR); got.Informers[""] != webapps.Informers[""] || !p.served(webappGVR) {
 		t.Errorf("webapps informers replaced or stopped when another CRD went away")
 	}
 	if got := p.servedMetric("webapps.apps.example.com"); got != 1 {
@@ -350,7 +350,7 @@ func TestReloadWhoseInformersCannotSyncLeavesTheRunningConfigServing(t *testing.
 		webapp("a", map[string]any{"replicas": int64(1), "image": "nginx"}))
 	p.eventually("webapps is served and reconciled", func() bool { return p.served(webappGVR) && p.applied(deploymentGVR, "a") })
 	p.eventually("the WebApp watch is open", func() bool { return p.watching(webappGVR) })
-	before, kinds := p.c.parent(webappGVR), p.c.childKinds()
+	before, kinds := p.c.reg.Parent(webappGVR), p.c.reg.ChildKinds()
 
 	// The reload loop as run wires it, polling fast.
 	w := reload.New(path, 10*time.Millisecond, p.c.Reconfigure, p.metrics.ConfigLoaded)
@@ -360,16 +360,16 @@ func TestReloadWhoseInformersCannotSyncLeavesTheRunningConfigServing(t *testing.
 	writeConfig(t, dir, registryConfig(t, true, false))
 	p.eventually("the reload is refused", func() bool { return gaugeValue(p.t, p.metrics.reloadOK) == 0 })
 
-	if got := p.c.parent(webappGVR); got.set != before.set || got.informers[""] != before.informers[""] {
+	if got := p.c.reg.Parent(webappGVR); got.Set != before.Set || got.Informers[""] != before.Informers[""] {
 		t.Errorf("webapps entry = %+v, want the running one %+v", got, before)
 	}
 	if !p.served(webappGVR) {
 		t.Error("webapps no longer served after a refused reload")
 	}
-	if ck := p.c.child(configMapGVK); ck != nil {
+	if ck := p.c.reg.Child(configMapGVK); ck != nil {
 		t.Errorf("ConfigMap child kind published by a refused reload: %+v", ck)
 	}
-	if got := p.c.childKinds(); !sameChildKinds(got, kinds) {
+	if got := p.c.reg.ChildKinds(); !sameChildKinds(got, kinds) {
 		t.Errorf("child kinds after a refused reload = %v, want the running %v", got, kinds)
 	}
 	if p.c.health.lastWatchError.Load() != 0 {
@@ -414,7 +414,7 @@ func TestReloadRacingWithWorkers(t *testing.T) {
 		wg.Go(func() {
 			for range 20 {
 				p.c.EnqueueAll()
-				p.c.refresh(p.ctx)
+				p.c.reg.Refresh(p.ctx)
 			}
 		})
 	}
@@ -427,7 +427,7 @@ func TestReloadRacingWithWorkers(t *testing.T) {
 	wg.Wait()
 	// The last reload was to the small config: webapps only, Deployments only.
 	p.eventually("the last config serves", func() bool {
-		return p.served(webappGVR) && p.c.parent(gizmoGVR) == nil && p.c.parent(webappGVR).set == setsSmall[0]
+		return p.served(webappGVR) && p.c.reg.Parent(gizmoGVR) == nil && p.c.reg.Parent(webappGVR).Set == setsSmall[0]
 	})
 	for i := range 20 {
 		name := fmt.Sprintf("w%d", i)
@@ -447,13 +447,13 @@ func TestClusterScopedChildKindIsRefusedOnceAndAReloadAddingOneIsRefused(t *test
 	cfg, sets := loadConfig(t, writeConfig(t, t.TempDir(), registryConfig(t, true, false)))
 	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: client, Mapper: mapper, Recorder: &record.FakeRecorder{}})
 	must(t, err)
-	if !c.refusedKinds[configMapGVK] || c.waitingKinds[configMapGVK] || c.child(configMapGVK) != nil {
+	if !c.reg.RefusedKinds()[configMapGVK] || c.reg.WaitingKinds()[configMapGVK] || c.reg.Child(configMapGVK) != nil {
 		t.Fatalf("ConfigMap: refused %v, waiting %v, child %v; want refused only",
-			c.refusedKinds[configMapGVK], c.waitingKinds[configMapGVK], c.child(configMapGVK))
+			c.reg.RefusedKinds()[configMapGVK], c.reg.WaitingKinds()[configMapGVK], c.reg.Child(configMapGVK))
 	}
 	// Refused kinds are not looked up again on CRD events.
-	c.resolveWaiting(ctx)
-	if !c.refusedKinds[configMapGVK] || c.child(configMapGVK) != nil {
+	c.reg.ResolveWaiting(ctx)
+	if !c.reg.RefusedKinds()[configMapGVK] || c.reg.Child(configMapGVK) != nil {
 		t.Error("a refused child kind was looked up again")
 	}
 
@@ -461,12 +461,12 @@ func TestClusterScopedChildKindIsRefusedOnceAndAReloadAddingOneIsRefused(t *test
 	small, smallSets := loadConfig(t, writeConfig(t, t.TempDir(), registryConfig(t, false, false)))
 	c2, err := New(ctx, Options{Config: small, Sets: smallSets, Dynamic: client, Mapper: mapper, Recorder: &record.FakeRecorder{}})
 	must(t, err)
-	before := c2.parent(webappGVR)
+	before := c2.reg.Parent(webappGVR)
 	err = c2.Reconfigure(ctx, cfg, sets)
 	if err == nil || !strings.Contains(err.Error(), "ConfigMap") || !strings.Contains(err.Error(), "cluster-scoped") {
 		t.Fatalf("Reconfigure = %v, want an error naming the cluster-scoped ConfigMap", err)
 	}
-	if c2.parent(webappGVR) != before || c2.refusedKinds[configMapGVK] {
+	if c2.reg.Parent(webappGVR) != before || c2.reg.RefusedKinds()[configMapGVK] {
 		t.Error("a refused reload changed the registry")
 	}
 }
@@ -514,10 +514,55 @@ func TestReloadAddingABuiltinResourcePublishesItsKind(t *testing.T) {
 	text := registryConfig(t, false, false) + "  - group: \"\"\n    version: v1\n    resource: configmaps\n    templates: [" + deployment + "]\n"
 	next, nextSets := loadConfig(t, writeConfig(t, dir, text))
 	must(t, c.Reconfigure(ctx, next, nextSets))
-	if pk := c.parent(configMapGVR); pk == nil || !pk.served {
+	if pk := c.reg.Parent(configMapGVR); pk == nil || !pk.Served {
 		t.Fatalf("configmaps entry = %+v, want served", pk)
 	}
-	if g, ok := c.byKind[configMapGVK.GroupKind()]; !ok || g != configMapGVR {
+	if g, ok := c.reg.ServedBy(configMapGVK.GroupKind()); !ok || g != configMapGVR {
 		t.Errorf("byKind[ConfigMap] = %v, %v; want %v (owner references resolve to it)", g, ok, configMapGVR)
 	}
+}
+
+// TestRegistryStopsServingResourceWhoseCRDStopsServingItsVersion: the
+// Gizmo CRD stops serving the configured v1 (v2 only): gizmos stops, webapps
+// is undisturbed; v1 served again, a Gizmo created meanwhile is reconciled.
+func TestRegistryStopsServingResourceWhoseCRDStopsServingItsVersion(t *testing.T) {
+	path := writeConfig(t, t.TempDir(), registryConfig(t, false, true))
+	p := startPlane(t, path, false,
+		crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"), crdObject("gizmos", "toys.example.com", "Gizmo", "v1"),
+		webapp("a", map[string]any{"replicas": int64(1), "image": "nginx"}), gizmo("g"))
+	p.eventually("both resources are served", func() bool { return p.served(webappGVR) && p.served(gizmoGVR) })
+	webapps := p.c.reg.Parent(webappGVR)
+
+	serve := func(versions ...any) {
+		t.Helper()
+		crd, err := p.client.Resource(registry.CRDResource).Get(p.ctx, "gizmos.toys.example.com", metav1.GetOptions{})
+		must(t, err)
+		must(t, unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"))
+		crd.SetResourceVersion(fmt.Sprint(p.rv.Add(1)))
+		_, err = p.client.Resource(registry.CRDResource).Update(p.ctx, crd, metav1.UpdateOptions{})
+		must(t, err)
+	}
+	serve(map[string]any{"name": "v1", "served": false}, map[string]any{"name": "v2", "served": true})
+	p.eventually("gizmos is no longer served", func() bool { return !p.served(gizmoGVR) })
+	if got := p.servedMetric("gizmos.toys.example.com"); got != 0 {
+		t.Errorf("stencil_resource_served{gizmos} = %v, want 0", got)
+	}
+	if got := p.c.reg.Parent(webappGVR); got.Informers[""] != webapps.Informers[""] || !p.served(webappGVR) {
+		t.Errorf("webapps informers replaced or stopped when another CRD stopped serving a version")
+	}
+
+	watches := func() int {
+		n := 0
+		for _, a := range p.client.Actions() {
+			if a.GetVerb() == "watch" && a.GetResource() == gizmoGVR {
+				n++
+			}
+		}
+		return n
+	}
+	before := watches()
+	serve(map[string]any{"name": "v1", "served": true}, map[string]any{"name": "v2", "served": true})
+	p.eventually("gizmos is served again, with a new watch", func() bool { return p.served(gizmoGVR) && watches() > before })
+	p.create(gizmoGVR, gizmo("h"))
+	p.eventually("the new Gizmo's Deployment is applied", func() bool { return p.applied(deploymentGVR, "h") })
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -218,9 +219,9 @@ type rollouts struct {
 // may be rendered and applied now; a resource that must wait is left as it
 // is (no write at all). It also wakes the pending resources that free
 // slots can take, and announces a halt.
-func (c *Controller) rolloutGate(ctx context.Context, pk *parentKind, key Key, parent *unstructured.Unstructured) bool {
+func (c *Controller) rolloutGate(ctx context.Context, pk *registry.Parent, key Key, parent *unstructured.Unstructured) bool {
 	logger := klog.FromContext(ctx)
-	revision := pk.set.Revision()
+	revision := pk.Set.Revision()
 	st, _ := c.rolloutStateOf(parent, revision)
 	c.rollouts.mu.Lock()
 	r := c.rolloutFor(ctx, pk)
@@ -245,7 +246,7 @@ func (c *Controller) rolloutGate(ctx context.Context, pk *parentKind, key Key, p
 		r.haltReported = true
 		_, maxFailed := r.maxes()
 		halt = fmt.Sprintf("Rollout of %s to template revision %s halted: %d of the moved resources failed (maxFailed %d); the %d not moved keep their children until the config changes",
-			pk.res.String(), revision, r.counts[rolloutFailed], maxFailed, r.counts[rolloutPending])
+			pk.Res.String(), revision, r.counts[rolloutFailed], maxFailed, r.counts[rolloutPending])
 	}
 	wake := r.next()
 	if r.counts[rolloutPending] == 0 && r.inFlight() == 0 && known && prev != st {
@@ -271,11 +272,11 @@ func (c *Controller) rolloutGate(ctx context.Context, pk *parentKind, key Key, p
 
 // forgetRollout drops a deleted or paused resource from its entry's
 // rollout, and wakes the resource that takes its slot.
-func (c *Controller) forgetRollout(pk *parentKind, key Key) {
+func (c *Controller) forgetRollout(pk *registry.Parent, key Key) {
 	c.rollouts.mu.Lock()
 	r := c.rollouts.byGVR[key.GVR]
 	var wake []Key
-	if r != nil && r.revision == pk.set.Revision() {
+	if r != nil && r.revision == pk.Set.Revision() {
 		if _, ok := r.states[key]; ok {
 			r.forget(key)
 			wake = r.next()
@@ -291,15 +292,15 @@ func (c *Controller) forgetRollout(pk *parentKind, key Key) {
 // rolloutFor returns the entry's rollout to its current revision, read
 // from the caches the first time that revision is seen (start-up, a
 // reload). Called under rollouts.mu.
-func (c *Controller) rolloutFor(ctx context.Context, pk *parentKind) *rollout {
-	g := pk.res.GVR()
-	revision := pk.set.Revision()
+func (c *Controller) rolloutFor(ctx context.Context, pk *registry.Parent) *rollout {
+	g := pk.Res.GVR()
+	revision := pk.Set.Revision()
 	if r := c.rollouts.byGVR[g]; r != nil && r.revision == revision {
-		r.limits = pk.res.Rollout
+		r.limits = pk.Res.Rollout
 		return r
 	}
 	states, failing := map[Key]rolloutState{}, map[Key]bool{}
-	for _, inf := range pk.informers {
+	for _, inf := range pk.Informers {
 		for _, obj := range inf.GetIndexer().List() {
 			u, ok := obj.(*unstructured.Unstructured)
 			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[AnnotationPaused] == "true" {
@@ -309,13 +310,13 @@ func (c *Controller) rolloutFor(ctx context.Context, pk *parentKind) *rollout {
 			states[k], failing[k] = c.rolloutStateOf(u, revision)
 		}
 	}
-	r := newRollout(revision, pk.res.Rollout, states, failing)
+	r := newRollout(revision, pk.Res.Rollout, states, failing)
 	if c.rollouts.byGVR == nil {
 		c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout{}
 	}
 	c.rollouts.byGVR[g] = r
 	if r.counts[rolloutPending] > 0 {
-		klog.FromContext(ctx).Info("Rollout started", "resource", pk.label, "revision", revision, "limits", pk.res.Rollout.String(),
+		klog.FromContext(ctx).Info("Rollout started", "resource", pk.Label, "revision", revision, "limits", pk.Res.Rollout.String(),
 			"pending", r.counts[rolloutPending], "failingFirst", r.firstLeft, "done", r.counts[rolloutDone],
 			"rolling", r.counts[rolloutRolling], "failed", r.counts[rolloutFailed])
 	}
@@ -323,11 +324,11 @@ func (c *Controller) rolloutFor(ctx context.Context, pk *parentKind) *rollout {
 }
 
 // reportRollout sets the rollout gauges of the entry. Called under rollouts.mu.
-func (c *Controller) reportRollout(pk *parentKind, r *rollout) {
+func (c *Controller) reportRollout(pk *registry.Parent, r *rollout) {
 	for _, st := range rolloutReported {
-		c.opts.Metrics.rolloutResources.WithLabelValues(pk.label, st.String()).Set(float64(r.counts[st]))
+		c.opts.Metrics.rolloutResources.WithLabelValues(pk.Label, st.String()).Set(float64(r.counts[st]))
 	}
-	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.label).Set(boolGauge(r.halted() && r.counts[rolloutPending] > 0))
+	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.Label).Set(boolGauge(r.halted() && r.counts[rolloutPending] > 0))
 }
 
 // rolloutStateOf reads where parent stands from its cached children:
@@ -363,23 +364,23 @@ func (c *Controller) rolloutStateOf(parent *unstructured.Unstructured, revision 
 
 // ownedChild is a cached child and its kind.
 type ownedChild struct {
-	ck  *childKind
+	ck  *registry.Child
 	obj *unstructured.Unstructured
 }
 
 // ownedChildren returns parent's cached children of kinds, found by the
 // owner-UID label and kept only when parent is their controller.
-func ownedChildren(kinds []*childKind, parent *unstructured.Unstructured) ([]ownedChild, error) {
+func ownedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) ([]ownedChild, error) {
 	var out []ownedChild
 	var errs []error
 	for _, ck := range kinds {
-		inf := informerFor(ck.informers, parent.GetNamespace())
+		inf := registry.InformerFor(ck.Informers, parent.GetNamespace())
 		if inf == nil {
 			continue
 		}
-		objs, err := inf.GetIndexer().ByIndex(ownerUIDIndex, string(parent.GetUID()))
+		objs, err := inf.GetIndexer().ByIndex(registry.OwnerUIDIndex, string(parent.GetUID()))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("listing children of kind %s: %w", ck.gvk.Kind, err))
+			errs = append(errs, fmt.Errorf("listing children of kind %s: %w", ck.GVK.Kind, err))
 			continue
 		}
 		for _, o := range objs {
@@ -400,6 +401,6 @@ func ownedChildren(kinds []*childKind, parent *unstructured.Unstructured) ([]own
 // (never expected: the index exists on every child informer) counts as
 // no child.
 func (c *Controller) ownedChildren(parent *unstructured.Unstructured) []ownedChild {
-	out, _ := ownedChildren(c.childKinds(), parent)
+	out, _ := ownedChildren(c.reg.ChildKinds(), parent)
 	return out
 }

@@ -270,15 +270,15 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 // the server stores less than was sent (a field the CRD's schema prunes),
 // the cached status never equals the desired one; statusMemo remembers what
 // the server made of the last patch, so the same request is not sent again.
-func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, status map[string]any) error {
-	if s, ok := c.statusSchema(pk); ok {
+func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, status map[string]any) error {
+	if s, ok := c.reg.StatusSchema(pk); ok {
 		status, _ = registry.PruneBySchema(status, s).(map[string]any)
 	}
 	current := currentStatus(parent)
 	if sameJSON(current, status) {
 		return nil
 	}
-	key := Key{GVR: pk.res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
 	wantJSON, curJSON := jsonOf(status), jsonOf(current)
 	if c.statusMemo.matches(key, wantJSON, curJSON) {
 		return nil
@@ -299,7 +299,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *un
 	if err := c.mayWrite(); err != nil {
 		return err
 	}
-	result, err := c.opts.Dynamic.Resource(pk.res.GVR()).Namespace(parent.GetNamespace()).
+	result, err := c.opts.Dynamic.Resource(pk.Res.GVR()).Namespace(parent.GetNamespace()).
 		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
 		err = fmt.Errorf("patching status: %w", err)
@@ -312,7 +312,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *parentKind, parent *un
 		return err
 	}
 	c.statusMemo.set(key, wantJSON, jsonOf(currentStatus(result)))
-	c.opts.Metrics.statusPatches.WithLabelValues(pk.label).Inc()
+	c.opts.Metrics.statusPatches.WithLabelValues(pk.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", status["phase"])
 	return nil
 }

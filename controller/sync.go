@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 )
 
@@ -75,18 +76,18 @@ type outcome struct {
 // only what differs, and classifies every error it returns.
 func (c *Controller) sync(ctx context.Context, key Key) error {
 	logger := klog.FromContext(ctx)
-	pk := c.parent(key.GVR)
+	pk := c.reg.Parent(key.GVR)
 	if pk == nil {
 		// Removed from the config since it was queued: forget it.
 		logger.V(4).Info("Resource no longer configured")
 		return nil
 	}
-	parent, err := getCached(pk.informers, key.GVR.GroupResource(), key.Namespace, key.Name)
+	parent, err := registry.GetCached(pk.Informers, key.GVR.GroupResource(), key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// Deleted: the garbage collector removes the children through their
 		// ownerReferences.
 		logger.V(4).Info("Resource no longer exists")
-		if pk.res.Rollout != nil {
+		if pk.Res.Rollout != nil {
 			c.forgetRollout(pk, key)
 		}
 		c.guard.forget(key)
@@ -100,12 +101,12 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		return nil
 	}
 	if parent.GetAnnotations()[AnnotationPaused] == "true" {
-		if pk.res.Rollout != nil {
+		if pk.Res.Rollout != nil {
 			c.forgetRollout(pk, key)
 		}
 		return c.patchStatus(ctx, pk, parent, pausedStatus(parent))
 	}
-	if pk.res.Rollout != nil && !c.rolloutGate(ctx, pk, key, parent) {
+	if pk.Res.Rollout != nil && !c.rolloutGate(ctx, pk, key, parent) {
 		// Not moved to the new templates yet: left exactly as it is.
 		return nil
 	}
@@ -114,15 +115,15 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	if err != nil {
 		return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
-	desired, err := pk.set.Render(obj)
+	desired, err := pk.Set.Render(obj)
 	if err == nil {
 		var extra map[string]any
-		extra, err = pk.set.RenderStatus(obj)
+		extra, err = pk.Set.RenderStatus(obj)
 		if err == nil {
 			return c.converge(ctx, pk, parent, desired, extra)
 		}
 	}
-	c.opts.Metrics.renderErrors.WithLabelValues(pk.label).Inc()
+	c.opts.Metrics.renderErrors.WithLabelValues(pk.Label).Inc()
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
 	return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
@@ -138,7 +139,7 @@ func (c *Controller) warnOnce(parent *unstructured.Unstructured, reason, message
 }
 
 // fail records a failure on the resource (event and status) and returns err.
-func (c *Controller) fail(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, reason string, err error) error {
+func (c *Controller) fail(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
 	c.warnOnce(parent, reason, err.Error())
 	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error(), stalled: IsTerminal(err)})
 	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
@@ -148,9 +149,9 @@ func (c *Controller) fail(ctx context.Context, pk *parentKind, parent *unstructu
 }
 
 // converge applies, prunes and reports on the rendered children.
-func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
+func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
 	logger := klog.FromContext(ctx)
-	key := Key{GVR: pk.res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
 	out := outcome{extra: extra, live: make([]*unstructured.Unstructured, len(desired))}
 	rendered := map[childRef]bool{}
 	var conflicts []string
@@ -167,7 +168,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 	for i, want := range desired {
 		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
 		rendered[ref] = true
-		ck := c.child(ref.gvk)
+		ck := c.reg.Child(ref.gvk)
 		if ck == nil {
 			// Rendered, so allowed; not served by the API server (its CRD
 			// is not installed) or cluster-scoped. Not retried: stencil
@@ -196,7 +197,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			}
 			if conflict {
 				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
-					want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
+					want.GetKind(), want.GetName(), pk.GVK.Kind, parent.GetName()))
 				continue
 			}
 			if err != nil {
@@ -207,8 +208,8 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 				applyErr = errors.Join(applyErr, err)
 				continue
 			}
-			c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbCreate).Inc()
-			ckey := createdKey{gvr: ck.gvr, namespace: want.GetNamespace(), name: want.GetName()}
+			c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
+			ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
 			c.recentlyCreated.Store(created.GetUID(), ckey)
 			c.createdNames.Store(ckey, created)
 			changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
@@ -218,7 +219,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		}
 		if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
 			conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
-				want.GetKind(), want.GetName(), pk.gvk.Kind, parent.GetName()))
+				want.GetKind(), want.GetName(), pk.GVK.Kind, parent.GetName()))
 			continue
 		}
 		d := detectDrift(live, want, hash)
@@ -250,7 +251,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 		if err := c.mayWrite(); err != nil {
 			return err
 		}
-		applied, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
+		applied, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
 			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			// The namespace is going away and takes the resource with it:
@@ -267,7 +268,7 @@ func (c *Controller) converge(ctx context.Context, pk *parentKind, parent *unstr
 			applyErr = errors.Join(applyErr, err)
 			continue
 		}
-		c.opts.Metrics.childWrites.WithLabelValues(pk.label, want.GetKind(), verbUpdate).Inc()
+		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
 		out.live[i] = applied
 		if applied.GetResourceVersion() == live.GetResourceVersion() {
 			// The server found nothing to change: no event for a no-op.
@@ -346,18 +347,18 @@ func isAllTerminal(err error) bool {
 // liveChild returns the child as it exists, or nil when no object of its
 // name exists. Children carry stencil's label, so the filtered cache holds
 // them. On a miss, the metadata-only cache of every object of the kind
-// (names, UIDs and owners; see watches.go) tells, without a request,
+// (names, UIDs and owners; see registry/watches.go) tells, without a request,
 // whether a foreign object of that name exists; only then is it read, to be
 // reported. Without a metadata cache (Options.Metadata nil) a GET tells.
-func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	live, err := getCached(ck.informers, ck.gvr.GroupResource(), want.GetNamespace(), want.GetName())
+func (c *Controller) liveChild(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live, err := registry.GetCached(ck.Informers, ck.GVR.GroupResource(), want.GetNamespace(), want.GetName())
 	if err == nil {
 		return live, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	ckey := createdKey{gvr: ck.gvr, namespace: want.GetNamespace(), name: want.GetName()}
+	ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
 	if v, ok := c.createdNames.Load(ckey); ok {
 		created := v.(*unstructured.Unstructured)
 		if _, pending := c.recentlyCreated.Load(created.GetUID()); pending {
@@ -365,10 +366,10 @@ func (c *Controller) liveChild(ctx context.Context, ck *childKind, want *unstruc
 		}
 		c.createdNames.Delete(ckey)
 	}
-	if ck.names != nil && !nameTaken(ck.names, want.GetNamespace(), want.GetName()) {
+	if ck.Names != nil && !registry.NameTaken(ck.Names, want.GetNamespace(), want.GetName()) {
 		return nil, nil
 	}
-	live, err = c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+	live, err = c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -392,8 +393,8 @@ type createdKey struct {
 // apply would; stencil reports OwnershipConflict. (An object that already
 // has a controller cannot get a second one either: the API server refuses
 // two controller references.)
-func (c *Controller) createByApply(ctx context.Context, ck *childKind, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	created, err := c.opts.Dynamic.Resource(ck.gvr).Namespace(want.GetNamespace()).
+func (c *Controller) createByApply(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	created, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
 		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
 	if apierrors.IsConflict(err) {
 		return nil, true, nil
@@ -410,36 +411,36 @@ func (c *Controller) createByApply(ctx context.Context, ck *childKind, want *uns
 // prune deletes this parent's children that the templates no longer render.
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
-func (c *Controller) prune(ctx context.Context, pk *parentKind, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
+func (c *Controller) prune(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
 	var pruned []string
-	kinds := c.childKinds()
-	slices.SortStableFunc(kinds, func(a, b *childKind) int {
-		return cmp.Or(cmp.Compare(pruneRank(a.gvk.GroupKind()), pruneRank(b.gvk.GroupKind())),
-			cmp.Compare(a.gvk.String(), b.gvk.String()))
+	kinds := c.reg.ChildKinds()
+	slices.SortStableFunc(kinds, func(a, b *registry.Child) int {
+		return cmp.Or(cmp.Compare(pruneRank(a.GVK.GroupKind()), pruneRank(b.GVK.GroupKind())),
+			cmp.Compare(a.GVK.String(), b.GVK.String()))
 	})
 	children, errs := ownedChildren(kinds, parent)
 	for _, oc := range children {
 		ck, child := oc.ck, oc.obj
-		if rendered[childRef{gvk: ck.gvk, name: child.GetName()}] {
+		if rendered[childRef{gvk: ck.GVK, name: child.GetName()}] {
 			continue
 		}
 		if err := c.mayWrite(); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
 		uid := child.GetUID()
-		err := c.opts.Dynamic.Resource(ck.gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
+		err := c.opts.Dynamic.Resource(ck.GVR).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			continue
 		}
 		if err != nil {
-			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", ck.gvk.Kind, child.GetName(), err)
-			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.gvk.Kind, child.GetName(), err))
+			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", ck.GVK.Kind, child.GetName(), err)
+			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.GVK.Kind, child.GetName(), err))
 			continue
 		}
-		c.opts.Metrics.childWrites.WithLabelValues(pk.label, ck.gvk.Kind, verbDelete).Inc()
-		pruned = append(pruned, ck.gvk.Kind+"/"+child.GetName())
-		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.gvk.Kind, "child", klog.KObj(child))
+		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, ck.GVK.Kind, verbDelete).Inc()
+		pruned = append(pruned, ck.GVK.Kind+"/"+child.GetName())
+		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.GVK.Kind, "child", klog.KObj(child))
 	}
 	return pruned, errs
 }

@@ -24,7 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller"
-	"stencil.dev/stencil/reload"
+	"stencil.dev/stencil/controller/reload"
 )
 
 // runCommand implements "stencil run". It returns the process exit status:

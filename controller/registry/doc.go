@@ -1,23 +1,26 @@
-// Package registry is what stencil watches: the CRDs that come and go, and
-// what a reload needs before it may start anything. It is the first part of
-// the watch registry to leave package controller; the informers per
-// resource and child kind, and the reload's prepare and commit, still live
-// there (watches.go, children.go, reconfigure.go) and follow. The package
-// never imports controller: what it needs of it comes in as arguments.
+// Package registry is the watch registry: what stencil watches, and how
+// that changes. It holds the configured resources, each with its templates
+// and informers, started while its CRD is Established and serves the
+// configured version and stopped when it goes; the child kinds with their
+// label-filtered caches and names caches; the CRD informer that says which
+// resources are served and what each one's status schema accepts; and the
+// reload: a new config is prepared (its informers built, started and
+// synced, its RBAC reviewed) outside the lock, then committed in one step
+// or discarded, so a refused reload changes nothing. The package never
+// imports controller: the event handlers, cache transforms, metrics and the
+// access review come in through Hooks.
 //
-// Today it holds three pieces, each a function of its inputs:
-//
-//   - crd.go reads the CRD cache: StripCRD keeps the few fields stencil
-//     reads of a CRD, ServedKind says whether a configured resource is
-//     served, StatusSchema what its status accepts.
-//   - schema.go prunes a status by that schema, as the API server would.
-//   - access.go asks, with SelfSubjectAccessReviews, whether stencil may do
-//     what a new config adds, before the reload starts any of it.
+// The files: registry.go (the Registry, its accessors and cache lookups),
+// watches.go (configured resources and the CRD informer), children.go
+// (child kinds), reload.go (prepare, commit, discard), crd.go (the stripped
+// CRD cache), schema.go (status pruning by schema), access.go
+// (SelfSubjectAccessReviews).
 //
 // The choice a newcomer may question: which resources are served comes
 // from an informer on the CRD objects, stripped to a few fields, not from
 // discovery. A change is seen within one watch event, costs nothing while
 // nothing changes, and needs no request to the API server (no network call
 // while the registry's lock is held); discovery stays for the built-in
-// resources and the child kinds, which have no CRD of their own to watch.
+// resources and the child kinds, which have no CRD of their own to watch,
+// and runs outside the lock.
 package registry

@@ -60,8 +60,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/gvr"
-	"stencil.dev/stencil/reload"
 	"stencil.dev/stencil/templates"
 )
 

@@ -1,4 +1,4 @@
-package controller
+package registry
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 type childPlan struct {
 	// kinds holds every served child kind the parents render: new entries,
 	// and copies of existing ones with informers added for new namespaces.
-	kinds map[schema.GroupVersionKind]*childKind
+	kinds map[schema.GroupVersionKind]*Child
 	// added lists the informers created for the plan, to start.
 	added []namedInformer
 	// waiting holds the kinds not served (yet), with the lookup's error.
@@ -47,15 +47,15 @@ type namedInformer struct {
 // planChildren builds the child informers parents need that have does not
 // hold; kinds in refused are not looked up again. gate, when not nil,
 // holds the new informers' watch errors until the plan is committed.
-func (c *Controller) planChildren(ctx context.Context, parents map[schema.GroupVersionResource]*parentKind,
-	have map[schema.GroupVersionKind]*childKind, refused map[schema.GroupVersionKind]bool, gate *pending) (*childPlan, error) {
+func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVersionResource]*Parent,
+	have map[schema.GroupVersionKind]*Child, refused map[schema.GroupVersionKind]bool, gate *pending) (*childPlan, error) {
 	namespaces := map[string]bool{}
 	var kinds []schema.GroupVersionKind
 	for _, pk := range parents {
-		for _, ns := range scopeNamespaces(c.opts.Namespace, pk.res.Namespaces) {
+		for _, ns := range ScopeNamespaces(r.opts.Namespace, pk.Res.Namespaces) {
 			namespaces[ns] = true
 		}
-		for _, k := range pk.set.Kinds() {
+		for _, k := range pk.Set.Kinds() {
 			if !containsGVK(kinds, k) {
 				kinds = append(kinds, k)
 			}
@@ -70,7 +70,7 @@ func (c *Controller) planChildren(ctx context.Context, parents map[schema.GroupV
 	nsList.Sort()
 
 	plan := &childPlan{
-		kinds:   map[schema.GroupVersionKind]*childKind{},
+		kinds:   map[schema.GroupVersionKind]*Child{},
 		waiting: map[schema.GroupVersionKind]error{},
 		refused: map[schema.GroupVersionKind]bool{},
 	}
@@ -82,7 +82,7 @@ func (c *Controller) planChildren(ctx context.Context, parents map[schema.GroupV
 		}
 		ck, ok := have[k]
 		if !ok {
-			mapping, err := c.restMapping(k, &reset)
+			mapping, err := r.restMapping(k, &reset)
 			if err != nil {
 				// Not served (yet): a custom resource of another operator
 				// whose CRD is not installed is waited for, like a
@@ -94,48 +94,52 @@ func (c *Controller) planChildren(ctx context.Context, parents map[schema.GroupV
 				plan.refused[k] = true
 				continue
 			}
-			ck = &childKind{gvk: k, gvr: mapping.Resource, informers: map[string]cache.SharedIndexInformer{}}
+			ck = &Child{GVK: k, GVR: mapping.Resource, Informers: map[string]cache.SharedIndexInformer{}}
 		} else {
 			cp := *ck
-			cp.informers = maps.Clone(ck.informers)
-			cp.names = maps.Clone(ck.names)
+			cp.Informers = maps.Clone(ck.Informers)
+			cp.Names = maps.Clone(ck.Names)
 			ck = &cp
 		}
-		name := ck.gvr.GroupResource().String()
+		name := ck.GVR.GroupResource().String()
 		for _, ns := range nsList {
-			if _, ok := ck.informers[metav1.NamespaceAll]; ok {
+			if _, ok := ck.Informers[metav1.NamespaceAll]; ok {
 				break
 			}
-			if _, ok := ck.informers[ns]; ok {
+			if _, ok := ck.Informers[ns]; ok {
 				continue
 			}
 			// Children are cached only if they carry stencil's label: on a
 			// shared cluster the Deployments and Services of others cost
 			// no memory.
-			inf := dynamicinformer.NewFilteredDynamicInformer(c.opts.Dynamic, ck.gvr, ns, 0,
-				cache.Indexers{ownerUIDIndex: indexByOwnerUID},
+			inf := dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, ck.GVR, ns, 0,
+				cache.Indexers{OwnerUIDIndex: indexByOwnerUID},
 				func(lo *metav1.ListOptions) { lo.LabelSelector = managed }).Informer()
-			if err := inf.SetTransform(stripChild); err != nil {
-				return nil, fmt.Errorf("informer for %s: %w", ck.gvr, err)
+			if t := r.opts.Hooks.ChildTransform; t != nil {
+				if err := inf.SetTransform(t); err != nil {
+					return nil, fmt.Errorf("informer for %s: %w", ck.GVR, err)
+				}
 			}
-			if _, err := inf.AddEventHandler(c.childHandler(ctx)); err != nil {
-				return nil, fmt.Errorf("adding event handler for %s: %w", ck.gvr, err)
+			if h := r.opts.Hooks.ChildHandler; h != nil {
+				if _, err := inf.AddEventHandler(h); err != nil {
+					return nil, fmt.Errorf("adding event handler for %s: %w", ck.GVR, err)
+				}
 			}
-			c.watchErrors(ctx, inf, func() bool { return true }, gate, name)
-			ck.informers[ns] = inf
+			r.watchErrors(ctx, inf, func() bool { return true }, gate, name)
+			ck.Informers[ns] = inf
 			plan.added = append(plan.added, namedInformer{name: name, inf: inf})
-			if c.opts.Metadata == nil {
+			if r.opts.Metadata == nil {
 				continue
 			}
-			if ck.names == nil {
-				ck.names = map[string]cache.SharedIndexInformer{}
+			if ck.Names == nil {
+				ck.Names = map[string]cache.SharedIndexInformer{}
 			}
-			names := metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, ck.gvr, ns, 0, cache.Indexers{}, nil).Informer()
+			names := metadatainformer.NewFilteredMetadataInformer(r.opts.Metadata, ck.GVR, ns, 0, cache.Indexers{}, nil).Informer()
 			if err := names.SetTransform(stripNames); err != nil {
-				return nil, fmt.Errorf("names informer for %s: %w", ck.gvr, err)
+				return nil, fmt.Errorf("names informer for %s: %w", ck.GVR, err)
 			}
-			c.watchErrors(ctx, names, func() bool { return true }, gate, name+" (names)")
-			ck.names[ns] = names
+			r.watchErrors(ctx, names, func() bool { return true }, gate, name+" (names)")
+			ck.Names[ns] = names
 			plan.added = append(plan.added, namedInformer{name: name + " (names)", inf: names})
 		}
 		plan.kinds[k] = ck
@@ -146,97 +150,97 @@ func (c *Controller) planChildren(ctx context.Context, parents map[schema.GroupV
 // restMapping looks k up. A kind the mapper does not know may be one whose
 // CRD was installed since discovery was cached: the mapper is reset once
 // per plan (*reset) and asked again.
-func (c *Controller) restMapping(k schema.GroupVersionKind, reset *bool) (*meta.RESTMapping, error) {
-	mapping, err := c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
+func (r *Registry) restMapping(k schema.GroupVersionKind, reset *bool) (*meta.RESTMapping, error) {
+	mapping, err := r.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
 	if err == nil || *reset {
 		return mapping, err
 	}
-	r, ok := c.opts.Mapper.(meta.ResettableRESTMapper)
+	rm, ok := r.opts.Mapper.(meta.ResettableRESTMapper)
 	if !ok {
 		return mapping, err
 	}
-	r.Reset()
+	rm.Reset()
 	*reset = true
-	return c.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
+	return r.opts.Mapper.RESTMapping(k.GroupKind(), k.Version)
 }
 
-// commitChildrenLocked publishes plan; c.mu is held. With start, it runs
+// commitChildrenLocked publishes plan; r.mu is held. With start, it runs
 // the plan's informers under the workers' context (if they run) and
 // returns them, to wait for. Each change of state is logged once.
-func (c *Controller) commitChildrenLocked(ctx context.Context, plan *childPlan, start bool) []cache.InformerSynced {
+func (r *Registry) commitChildrenLocked(ctx context.Context, plan *childPlan, start bool) []cache.InformerSynced {
 	logger := klog.FromContext(ctx)
 	for k, ck := range plan.kinds {
-		if c.waitingKinds[k] {
-			logger.Info("Serving child kind", "kind", k.String(), "resource", ck.gvr.String())
+		if r.waitingKinds[k] {
+			logger.Info("Serving child kind", "kind", k.String(), "resource", ck.GVR.String())
 		}
-		c.children[k] = ck
+		r.children[k] = ck
 	}
 	waiting := make(map[schema.GroupVersionKind]bool, len(plan.waiting))
 	for k, err := range plan.waiting {
-		if !c.waitingKinds[k] {
+		if !r.waitingKinds[k] {
 			logger.Info("Waiting for child kind to be served", "kind", k.String(), "err", err)
 		}
 		waiting[k] = true
 	}
-	c.waitingKinds = waiting
+	r.waitingKinds = waiting
 	for k := range plan.refused {
-		if !c.refusedKinds[k] {
+		if !r.refusedKinds[k] {
 			logger.Error(nil, "Child kind is cluster-scoped and is never written: children live in their custom resource's namespace", "kind", k.String())
 		}
-		c.refusedKinds[k] = true
+		r.refusedKinds[k] = true
 	}
-	c.childGen++
-	if !start || c.runCtx == nil {
+	r.childGen++
+	if !start || r.runCtx == nil {
 		return nil
 	}
 	started := make([]cache.InformerSynced, 0, len(plan.added))
 	for _, a := range plan.added {
-		go a.inf.RunWithContext(c.runCtx)
+		go a.inf.RunWithContext(r.runCtx)
 		started = append(started, a.inf.HasSynced)
 	}
 	return started
 }
 
 // resolveWaiting looks the waiting child kinds up again, after a CRD
-// change that may have brought them. Discovery runs outside c.mu; the lock
+// change that may have brought them. Discovery runs outside r.mu; the lock
 // is held only to publish, and only if nothing changed the child kinds
 // meanwhile (else it plans again from the new state).
-func (c *Controller) resolveWaiting(ctx context.Context) {
+func (r *Registry) resolveWaiting(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	if r, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok {
-		r.Reset()
+	if rm, ok := r.opts.Mapper.(meta.ResettableRESTMapper); ok {
+		rm.Reset()
 	}
 	// Two attempts suffice: the child kinds change only on a reload (which
 	// looks again itself once it ends) and on this path.
 	for range 2 {
-		c.mu.RLock()
-		parents, have, refused := maps.Clone(c.resources), maps.Clone(c.children), maps.Clone(c.refusedKinds)
-		gen, before := c.childGen, len(c.waitingKinds)
-		c.mu.RUnlock()
-		plan, err := c.planChildren(ctx, parents, have, refused, nil)
+		r.mu.RLock()
+		parents, have, refused := maps.Clone(r.resources), maps.Clone(r.children), maps.Clone(r.refusedKinds)
+		gen, before := r.childGen, len(r.waitingKinds)
+		r.mu.RUnlock()
+		plan, err := r.planChildren(ctx, parents, have, refused, nil)
 		if err != nil {
 			logger.Error(err, "Starting child informers")
 			return
 		}
-		c.mu.Lock()
-		if c.reloading {
-			c.recheck = true
-			c.mu.Unlock()
+		r.mu.Lock()
+		if r.reloading {
+			r.recheck = true
+			r.mu.Unlock()
 			return
 		}
-		if c.childGen != gen {
-			c.mu.Unlock()
+		if r.childGen != gen {
+			r.mu.Unlock()
 			continue
 		}
-		started := c.commitChildrenLocked(ctx, plan, true)
-		resolved := len(c.waitingKinds) < before
-		c.mu.Unlock()
+		started := r.commitChildrenLocked(ctx, plan, true)
+		resolved := len(r.waitingKinds) < before
+		r.mu.Unlock()
 		if resolved {
 			// Resources that failed for want of the kind render again once
 			// its informers have synced.
 			go func() {
-				if cache.WaitForCacheSync(ctx.Done(), started...) {
-					c.EnqueueAll()
+				if cache.WaitForCacheSync(ctx.Done(), started...) && r.opts.Hooks.ChildKindsResolved != nil {
+					r.opts.Hooks.ChildKindsResolved()
 				}
 			}()
 		}

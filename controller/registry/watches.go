@@ -1,0 +1,293 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
+)
+
+// The watch registry: every configured resource has a lifecycle of its own.
+// Its informers run while its CRD is Established and serves the configured
+// version, stop when the CRD goes away or stops serving it, and start again
+// when it comes back. A CRD that is not installed is waited for, never an
+// error of the process: one team's missing CRD must not stop the others.
+// Which CRDs exist comes from an informer on the CRD objects themselves
+// (stripped to the few fields read here), not from polling discovery: a
+// change is seen within a watch event, and costs nothing while nothing
+// changes.
+
+// Parent is one configured resource and its informers. It is replaced,
+// never changed, once published: a sync holds the version it started with.
+type Parent struct {
+	// Res is the config entry, Set its templates.
+	Res gvr.Resource
+	Set *templates.Set
+	// GVK is the resource's kind; Kind is empty until it is served.
+	GVK schema.GroupVersionKind
+	// Label names the resource in metrics: resource.group.
+	Label string
+	// Builtin resources are served by the API server itself, not by a CRD.
+	Builtin bool
+	// Served: the API server serves the resource at the configured version.
+	Served bool
+	// Informers by namespace ("" watches all namespaces); created with the
+	// Parent, run only while served.
+	Informers map[string]cache.SharedIndexInformer
+	// stop ends the informers; nil while they do not run.
+	stop context.CancelFunc
+	// logged: the resource's state was logged once ("Waiting for CRD").
+	logged bool
+}
+
+// Running reports whether the resource's informers run.
+func (pk *Parent) Running() bool { return pk.stop != nil }
+
+// Child is one allowed child kind and its informers.
+type Child struct {
+	// GVK and GVR name the kind and its resource.
+	GVK schema.GroupVersionKind
+	GVR schema.GroupVersionResource
+	// Informers cache stencil's children (label-filtered), by namespace.
+	Informers map[string]cache.SharedIndexInformer
+	// Names cache the name and UID of every object of the kind, by
+	// namespace (metadata only, stripped): whether a name is taken by a
+	// foreign object is known without a request. Nil without
+	// Options.Metadata.
+	Names map[string]cache.SharedIndexInformer
+}
+
+// NameTaken reports whether the names cache holds an object ns/name.
+func NameTaken(names map[string]cache.SharedIndexInformer, ns, name string) bool {
+	inf := InformerFor(names, ns)
+	if inf == nil {
+		return true // unknown: the caller reads the object
+	}
+	_, exists, err := inf.GetIndexer().GetByKey(ns + "/" + name)
+	return exists || err != nil
+}
+
+// stripNames keeps what nameTaken needs of an object's metadata: the
+// garbage collector's approach, at a few hundred bytes per object, so that
+// caching every object of a child kind costs little on a shared cluster.
+func stripNames(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
+}
+
+// builtinGroup reports whether a group belongs to Kubernetes itself (served
+// without a CRD): the core and unqualified groups, and *.k8s.io.
+func builtinGroup(group string) bool {
+	return !strings.Contains(group, ".") || strings.HasSuffix(group, ".k8s.io")
+}
+
+// newParentKind builds the entry for res of the config at path, with
+// informers not yet running. gate, when not nil, holds the informers' watch
+// errors until the config they were built for is committed.
+func (r *Registry) newParentKind(ctx context.Context, path string, res gvr.Resource, set *templates.Set, gate *pending) (*Parent, error) {
+	g := res.GVR()
+	pk := &Parent{Res: res, Set: set, Label: g.GroupResource().String(), Builtin: builtinGroup(res.Group),
+		GVK: schema.GroupVersionKind{Group: res.Group, Version: res.Version}}
+	if pk.Builtin {
+		gvk, err := r.opts.Mapper.KindFor(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: the API server does not serve this built-in resource: %w", path, g, err)
+		}
+		pk.GVK, pk.Served = gvk, true
+	}
+	if err := r.makeParentInformers(ctx, pk, gate); err != nil {
+		return nil, err
+	}
+	return pk, nil
+}
+
+// makeParentInformers gives pk a fresh set of informers: an informer that
+// was stopped cannot run again. gate is newParentKind's.
+func (r *Registry) makeParentInformers(ctx context.Context, pk *Parent, gate *pending) error {
+	g := pk.Res.GVR()
+	pk.Informers = map[string]cache.SharedIndexInformer{}
+	namespaces := ScopeNamespaces(r.opts.Namespace, pk.Res.Namespaces)
+	if len(namespaces) == 0 {
+		klog.FromContext(ctx).Info("Resource not watched: none of its namespaces is in --namespace",
+			"gvr", g.String(), "namespace", r.opts.Namespace)
+	}
+	selector := pk.Res.LabelSelector().String()
+	for _, ns := range namespaces {
+		inf := dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, g, ns, 0, cache.Indexers{},
+			func(lo *metav1.ListOptions) { lo.LabelSelector = selector }).Informer()
+		if t := r.opts.Hooks.ParentTransform; t != nil {
+			if err := inf.SetTransform(t); err != nil {
+				return fmt.Errorf("informer for %s: %w", g, err)
+			}
+		}
+		if h := r.opts.Hooks.ParentHandler; h != nil {
+			if _, err := inf.AddEventHandler(h(g)); err != nil {
+				return fmt.Errorf("adding event handler for %s: %w", g, err)
+			}
+		}
+		r.watchErrors(ctx, inf, func() bool { return r.crdServes(pk) }, gate, g.GroupResource().String())
+		pk.Informers[ns] = inf
+	}
+	return nil
+}
+
+// crdServes reports whether the CRD behind pk is Established and serves its
+// version, from the CRD cache, and the Kind it serves.
+func (r *Registry) crdServes(pk *Parent) bool {
+	if pk.Builtin {
+		return true
+	}
+	_, ok := r.servedKind(pk.Res)
+	return ok
+}
+
+// servedKind looks res up in the CRD cache.
+func (r *Registry) servedKind(res gvr.Resource) (string, bool) {
+	return ServedKind(r.crds.GetIndexer(), res)
+}
+
+// StatusSchema returns the status schema of pk's CRD at its version from
+// the CRD cache, and whether there is one to prune by.
+func (r *Registry) StatusSchema(pk *Parent) (map[string]any, bool) {
+	if pk.Builtin || r.crds == nil {
+		return nil, false
+	}
+	return StatusSchema(r.crds.GetIndexer(), pk.Res)
+}
+
+// newCRDInformer watches the CRD objects; every change re-evaluates which
+// configured resources are served.
+func (r *Registry) newCRDInformer(ctx context.Context) error {
+	r.crds = dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, CRDResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	if err := r.crds.SetTransform(StripCRD); err != nil {
+		return fmt.Errorf("CRD informer: %w", err)
+	}
+	refresh := func(any) { r.refresh(ctx) }
+	if _, err := r.crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    refresh,
+		UpdateFunc: func(_, cur any) { refresh(cur) },
+		DeleteFunc: refresh,
+	}); err != nil {
+		return fmt.Errorf("CRD informer: %w", err)
+	}
+	r.watchErrors(ctx, r.crds, func() bool { return true }, nil, "")
+	return nil
+}
+
+// refresh brings every configured resource's informers in line with what
+// the API server serves: it starts the newly served, stops the no longer
+// served, and logs and records each change once. It reads only the CRD
+// cache under the lock; a child kind still waiting to be served is looked
+// up in discovery afterwards, outside it (resolveWaiting).
+func (r *Registry) refresh(ctx context.Context) {
+	if !r.crds.HasSynced() {
+		return
+	}
+	r.mu.Lock()
+	for g, pk := range r.resources {
+		r.refreshLocked(ctx, g, pk)
+	}
+	lookup := len(r.waitingKinds) > 0
+	if lookup && r.reloading {
+		// The reload in progress owns the child kinds until it commits or
+		// is refused; it looks again then.
+		r.recheck, lookup = true, false
+	}
+	r.mu.Unlock()
+	if lookup {
+		r.resolveWaiting(ctx)
+	}
+}
+
+// refreshLocked re-evaluates one resource; r.mu is held.
+func (r *Registry) refreshLocked(ctx context.Context, g schema.GroupVersionResource, pk *Parent) {
+	logger := klog.FromContext(ctx)
+	served, kind := true, pk.GVK.Kind
+	if !pk.Builtin {
+		kind, served = r.servedKind(pk.Res)
+	}
+	next := *pk
+	switch {
+	case served && (!pk.Served || kind != pk.GVK.Kind):
+		if pk.Served {
+			delete(r.byKind, pk.GVK.GroupKind())
+		}
+		next.Served, next.GVK.Kind = true, kind
+		r.byKind[next.GVK.GroupKind()] = g
+		logger.Info("Serving resource", "gvr", g.String(), "kind", kind)
+	case !served && pk.Served:
+		next.Served = false
+		delete(r.byKind, pk.GVK.GroupKind())
+		logger.Info("Stopped serving resource: its CRD is gone or no longer serves this version", "gvr", g.String())
+	case !served && !pk.waitLogged():
+		logger.Info("Waiting for CRD", "gvr", g.String(), "crd", g.Resource+"."+g.Group)
+	}
+	r.served(&next)
+	if r.runCtx != nil {
+		switch {
+		case next.Served && next.stop == nil:
+			r.startParentLocked(&next)
+		case !next.Served && next.stop != nil:
+			next.stop()
+			next.stop = nil
+			// A stopped informer cannot run again: make fresh ones for
+			// when the CRD comes back.
+			if err := r.makeParentInformers(ctx, &next, nil); err != nil {
+				logger.Error(err, "Preparing informers", "gvr", g.String())
+			}
+		}
+	}
+	next.logged = true
+	r.resources[g] = &next
+}
+
+// waitLogged reports whether "Waiting for CRD" was logged already.
+func (pk *Parent) waitLogged() bool { return pk.logged }
+
+// startParentLocked runs pk's informers under the workers' context.
+func (r *Registry) startParentLocked(pk *Parent) {
+	ctx, cancel := context.WithCancel(r.runCtx)
+	pk.stop = cancel
+	for _, inf := range pk.Informers {
+		go inf.RunWithContext(ctx)
+	}
+}
+
+// watchErrors records watch failures for /readyz and logs them, unless
+// serving says the resource is gone on purpose (its CRD was deleted): a
+// watch that ends because its CRD went away is not a failure of stencil.
+// While gate is not nil and its config not committed, the errors are the
+// reload's to report (under name), not the running replica's.
+func (r *Registry) watchErrors(ctx context.Context, inf cache.SharedIndexInformer, serving func() bool, gate *pending, name string) {
+	// The error is only ever "already started"; informers are set up first.
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, refl *cache.Reflector, err error) {
+		if gate != nil && !gate.committed.Load() {
+			gate.record(name, err)
+			klog.FromContext(ctx).V(2).Info("Watch failed for an informer of a config not yet committed", "resource", name, "err", err)
+			return
+		}
+		if !serving() || apierrors.IsNotFound(err) || errors.Is(err, context.Canceled) {
+			klog.FromContext(ctx).V(2).Info("Watch ended for a resource that is no longer served", "err", err)
+			return
+		}
+		if r.opts.Hooks.WatchFailed != nil {
+			r.opts.Hooks.WatchFailed(time.Now())
+		}
+		cache.DefaultWatchErrorHandler(ctx, refl, err)
+	})
+}
