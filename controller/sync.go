@@ -166,117 +166,25 @@ func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *
 	}
 
 	for i, want := range desired {
-		ref := childRef{gvk: want.GroupVersionKind(), name: want.GetName()}
-		rendered[ref] = true
-		ck := c.reg.Child(ref.gvk)
-		if ck == nil {
-			// Rendered, so allowed; not served by the API server (its CRD
-			// is not installed) or cluster-scoped. Not retried: stencil
-			// renders every resource again when the kind is served.
-			return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(fmt.Errorf(
-				"%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", ref, ref.gvk)))
+		rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
+		r := c.applyChild(ctx, pk, parent, key, want)
+		switch {
+		case r.failReason != "":
+			return c.fail(ctx, pk, parent, r.failReason, r.err)
+		case r.end:
+			return r.err
+		case r.conflict != "":
+			conflicts = append(conflicts, r.conflict)
+		case r.err != nil:
+			applyErr = errors.Join(applyErr, r.err)
 		}
-		hash, err := stampHash(want)
-		if err != nil {
-			return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
-		}
-		live, err := c.liveChild(ctx, ck, want)
-		if err != nil {
-			applyErr = errors.Join(applyErr, err)
-			continue
-		}
-		if live == nil {
-			if err := c.mayWrite(); err != nil {
-				return err
-			}
-			created, conflict, err := c.createByApply(ctx, ck, want)
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
-				c.terminating.mark(want.GetNamespace())
-				return nil
-			}
-			if conflict {
-				conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
-					want.GetKind(), want.GetName(), pk.GVK.Kind, parent.GetName()))
-				continue
-			}
-			if err != nil {
-				err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
-				if isRejected(err) {
-					err = terminal(err)
-				}
-				applyErr = errors.Join(applyErr, err)
-				continue
-			}
-			c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
-			ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
-			c.recentlyCreated.Store(created.GetUID(), ckey)
-			c.createdNames.Store(ckey, created)
+		out.live[i] = r.live
+		switch r.change {
+		case reasonCreated:
 			changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
-			logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
-			out.live[i] = created
-			continue
+		case reasonUpdated:
+			changes.updated = append(changes.updated, want.GetKind()+"/"+want.GetName())
 		}
-		if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
-			conflicts = append(conflicts, fmt.Sprintf("%s/%s exists and is not controlled by %s %s",
-				want.GetKind(), want.GetName(), pk.GVK.Kind, parent.GetName()))
-			continue
-		}
-		d := detectDrift(live, want, hash)
-		if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
-			// No manager holds a field of the render, yet applying it
-			// would change nothing: the server dropped or normalised it.
-			d.kind = inSync
-		}
-		if d.kind == inSync {
-			out.live[i] = live
-			continue
-		}
-		if d.kind != templateChanged && !c.guard.allow(key) {
-			// Same template output, yet a field stencil sets was taken or
-			// removed again: something keeps reverting it.
-			msg := fightMessage(want, d)
-			if c.guard.deny(key, msg) && !isThrottled(parent) {
-				// Once per episode; while it lasts, the Throttled
-				// condition reports each denied correction.
-				c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
-					"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
-			}
-			out.live[i] = live
-			c.queue.AddAfter(key, c.opts.FightInterval)
-			continue
-		}
-		logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
-			"drift", d.kind.String(), "field", d.path, "manager", d.manager)
-		if err := c.mayWrite(); err != nil {
-			return err
-		}
-		applied, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
-			Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			// The namespace is going away and takes the resource with it:
-			// nothing to repair, and nothing worth retrying.
-			logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
-			c.terminating.mark(want.GetNamespace())
-			return nil
-		}
-		if err != nil {
-			err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
-			if isRejected(err) {
-				err = terminal(err)
-			}
-			applyErr = errors.Join(applyErr, err)
-			continue
-		}
-		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
-		out.live[i] = applied
-		if applied.GetResourceVersion() == live.GetResourceVersion() {
-			// The server found nothing to change: no event for a no-op.
-			logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
-			continue
-		}
-		changes.updated = append(changes.updated, want.GetKind()+"/"+want.GetName())
-		logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	}
 
 	pruned, err := c.prune(ctx, pk, parent, rendered)
@@ -324,6 +232,133 @@ func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *
 		return nil
 	}
 	return c.patchStatus(ctx, pk, parent, status)
+}
+
+// childResult is what applying one rendered child came to.
+type childResult struct {
+	// live is the child as last seen (apply response or cache); nil when
+	// it was not written (conflict, failure).
+	live *unstructured.Unstructured
+	// change is reasonCreated or reasonUpdated when the child changed.
+	change string
+	// conflict says which foreign object holds the child's name.
+	conflict string
+	// err is the apply's failure, terminal or not; with end, what the
+	// sync returns at once; with failReason, what it fails with.
+	err error
+	// end ends the sync at once, with err: the fence refused a write (nil
+	// err: the namespace is terminating, nothing to do).
+	end bool
+	// failReason fails the sync with this reason and err: the child's kind
+	// is not served, or it cannot be hashed.
+	failReason string
+}
+
+// applyChild brings one rendered child to the cluster: create it when no
+// object holds its name, apply it when it drifted (guarded against a
+// fight), or nothing when it is in sync.
+func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
+	logger := klog.FromContext(ctx)
+	gvk := want.GroupVersionKind()
+	ck := c.reg.Child(gvk)
+	if ck == nil {
+		// Rendered, so allowed; not served by the API server (its CRD
+		// is not installed) or cluster-scoped. Not retried: stencil
+		// renders every resource again when the kind is served.
+		return childResult{failReason: ReasonApplyFailed, err: terminal(fmt.Errorf(
+			"%s/%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", gvk.Kind, want.GetName(), gvk))}
+	}
+	hash, err := stampHash(want)
+	if err != nil {
+		return childResult{failReason: ReasonRenderFailed, err: terminal(err)}
+	}
+	conflict := fmt.Sprintf("%s/%s exists and is not controlled by %s %s", want.GetKind(), want.GetName(), pk.GVK.Kind, parent.GetName())
+	live, err := c.liveChild(ctx, ck, want)
+	if err != nil {
+		return childResult{err: err}
+	}
+	if live == nil {
+		if err := c.mayWrite(); err != nil {
+			return childResult{end: true, err: err}
+		}
+		created, taken, err := c.createByApply(ctx, ck, want)
+		switch {
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+			c.terminating.mark(want.GetNamespace())
+			return childResult{end: true}
+		case taken:
+			return childResult{conflict: conflict}
+		case err != nil:
+			return childResult{err: applyError(want, err)}
+		}
+		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
+		ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
+		c.recentlyCreated.Store(created.GetUID(), ckey)
+		c.createdNames.Store(ckey, created)
+		logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
+		return childResult{live: created, change: reasonCreated}
+	}
+	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
+		return childResult{conflict: conflict}
+	}
+	d := detectDrift(live, want, hash)
+	if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
+		// No manager holds a field of the render, yet applying it
+		// would change nothing: the server dropped or normalised it.
+		d.kind = inSync
+	}
+	if d.kind == inSync {
+		return childResult{live: live}
+	}
+	if d.kind != templateChanged && !c.guard.allow(key) {
+		// Same template output, yet a field stencil sets was taken or
+		// removed again: something keeps reverting it.
+		msg := fightMessage(want, d)
+		if c.guard.deny(key, msg) && !isThrottled(parent) {
+			// Once per episode; while it lasts, the Throttled
+			// condition reports each denied correction.
+			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
+				"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
+		}
+		c.queue.AddAfter(key, c.opts.FightInterval)
+		return childResult{live: live}
+	}
+	logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
+		"drift", d.kind.String(), "field", d.path, "manager", d.manager)
+	if err := c.mayWrite(); err != nil {
+		return childResult{end: true, err: err}
+	}
+	applied, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
+		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	switch {
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is going away and takes the resource with it:
+		// nothing to repair, and nothing worth retrying.
+		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+		c.terminating.mark(want.GetNamespace())
+		return childResult{end: true}
+	case err != nil:
+		return childResult{err: applyError(want, err)}
+	}
+	c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
+	if applied.GetResourceVersion() == live.GetResourceVersion() {
+		// The server found nothing to change: no event for a no-op.
+		logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
+		return childResult{live: applied}
+	}
+	logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
+	return childResult{live: applied, change: reasonUpdated}
+}
+
+// applyError wraps a failed create or apply of want, terminal when the API
+// server rejected the object itself (retrying cannot help).
+func applyError(want *unstructured.Unstructured, err error) error {
+	err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
+	if isRejected(err) {
+		err = terminal(err)
+	}
+	return err
 }
 
 // readyIn reports whether a computed status has Ready=True.

@@ -17,7 +17,7 @@ import (
 // replica unready; a watch that recovers stops producing errors.
 const watchFailureWindow = 30 * time.Second
 
-// health backs /healthz and /readyz.
+// health backs /healthz and /readyz (served with /metrics by serve, below).
 type health struct {
 	// started: the workers started, after the first cache sync.
 	started atomic.Bool
