@@ -37,12 +37,6 @@ const FieldManager = "stencil"
 // AnnotationPaused on a custom resource, set to "true", stops every write for it.
 const AnnotationPaused = "stencil.dev/paused"
 
-// annotationAppliedHash records, on each child, a hash of what stencil last
-// applied. A changed hash means the template output changed (apply, even if
-// only a field was removed); an unchanged hash with different live fields
-// means someone else reverted a field (drift, guarded by the fight limiter).
-const annotationAppliedHash = "stencil.dev/applied-hash"
-
 // Key identifies one custom resource in the work queue. The GVR is part of the
 // key because two CRDs may hold objects of the same namespace and name.
 type Key struct {

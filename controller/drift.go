@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -517,4 +519,34 @@ func comparable(u *unstructured.Unstructured) map[string]any {
 		}
 	}
 	return out
+}
+
+// annotationAppliedHash records, on each child, a hash of what stencil last
+// applied. A changed hash means the template output changed (apply, even if
+// only a field was removed); an unchanged hash with different live fields
+// means someone else reverted a field (drift, guarded by the fight limiter).
+const annotationAppliedHash = "stencil.dev/applied-hash"
+
+// stampHash sets the applied-hash annotation on want to a hash of want
+// without it. JSON encoding of maps sorts keys, so the hash is stable.
+func stampHash(want *unstructured.Unstructured) (string, error) {
+	annotations := want.GetAnnotations()
+	delete(annotations, annotationAppliedHash)
+	if len(annotations) == 0 {
+		unstructured.RemoveNestedField(want.Object, "metadata", "annotations")
+	} else {
+		want.SetAnnotations(annotations)
+	}
+	data, err := json.Marshal(want.Object)
+	if err != nil {
+		return "", fmt.Errorf("encoding %s/%s: %w", want.GetKind(), want.GetName(), err)
+	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:8])
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[annotationAppliedHash] = hash
+	want.SetAnnotations(annotations)
+	return hash, nil
 }

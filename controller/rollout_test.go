@@ -279,3 +279,41 @@ func TestRolloutReadsItsStateFromTheCaches(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutConfigChangeMidRollout: a second change while the first is
+// still moving (5 done, 3 rolling, 12 not moved) starts a new rollout in
+// which all 20 are pending (none carries the new revision), bounded the
+// same way, and nothing halts it that failed on neither revision.
+func TestRolloutConfigChangeMidRollout(t *testing.T) {
+	limits := rolloutLimits(intstr.FromInt32(3), intstr.FromInt32(1))
+	states := map[Key]rolloutState{}
+	for i := range 20 {
+		states[rolloutKey(i)] = rolloutPending
+	}
+	first := newRollout("rev1", limits, states, nil)
+	for i := range 8 {
+		first.set(rolloutKey(i), rolloutRolling)
+	}
+	for i := range 5 {
+		first.observe(rolloutKey(i), rolloutDone)
+	}
+	if first.inFlight() != 3 || first.counts[rolloutDone] != 5 {
+		t.Fatalf("setup: %v", first.counts)
+	}
+
+	// What the caches say under rev2: every resource's children carry rev1
+	// or the revision before it, so all 20 are pending.
+	second := newRollout("rev2", limits, states, nil)
+	if second.counts[rolloutPending] != 20 || second.halted() {
+		t.Fatalf("rev2 starts with %v (new, pending, rolling, done, failed), halted %v; want 20 pending", second.counts, second.halted())
+	}
+	if got := admitted(second, 20); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("rev2 admitted %v, want [0 1 2]", got)
+	}
+	for i := range 3 {
+		second.observe(rolloutKey(i), rolloutDone)
+	}
+	if got := keyIndexes(second.next()); !slices.Equal(got, []int{3, 4, 5}) {
+		t.Fatalf("rev2 next = %v, want [3 4 5]", got)
+	}
+}

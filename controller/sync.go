@@ -3,9 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -526,28 +523,4 @@ func pruneRank(gk schema.GroupKind) int {
 		return 2
 	}
 	return 3
-}
-
-// stampHash sets the applied-hash annotation on want to a hash of want
-// without it. JSON encoding of maps sorts keys, so the hash is stable.
-func stampHash(want *unstructured.Unstructured) (string, error) {
-	annotations := want.GetAnnotations()
-	delete(annotations, annotationAppliedHash)
-	if len(annotations) == 0 {
-		unstructured.RemoveNestedField(want.Object, "metadata", "annotations")
-	} else {
-		want.SetAnnotations(annotations)
-	}
-	data, err := json.Marshal(want.Object)
-	if err != nil {
-		return "", fmt.Errorf("encoding %s/%s: %w", want.GetKind(), want.GetName(), err)
-	}
-	sum := sha256.Sum256(data)
-	hash := hex.EncodeToString(sum[:8])
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[annotationAppliedHash] = hash
-	want.SetAnnotations(annotations)
-	return hash, nil
 }
