@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,8 +183,9 @@ func TestArgoCD(t *testing.T) {
 		}
 	}
 
-	// The deploy config lies beside templates only: the CRDs must be named.
-	deployConfig := filepath.Join("..", "..", "deploy", "config", "stencil.yaml")
+	// A config beside its templates only (the example's, copied without
+	// the CRDs): the CRDs must be named.
+	deployConfig := configWithoutCRDs(t)
 	stencil(t, "", "argocd", "--config", deployConfig).expect(t, 1, nil, []string{
 		deployConfig + ": resources[0] (webapps.v1beta1.apps.example.com): no CustomResourceDefinition for webapps.apps.example.com in " +
 			filepath.Dir(deployConfig) + " (name the CRDs with --crds)\n",
@@ -193,6 +195,37 @@ func TestArgoCD(t *testing.T) {
 	stencil(t, "", "argocd", "--config", deployConfig, "--crds", filepath.Join("..", "..", "crds", "webapp-crd.yaml")).
 		expect(t, 1, nil, []string{"no CustomResourceDefinition for memcacheds.cache.example.com"})
 	stencil(t, "", "argocd", "--config", "nope.yaml").expect(t, 2, nil, []string{"nope.yaml"})
+}
+
+// configWithoutCRDs copies crds/stencil.yaml and its templates, not the
+// CRDs beside them, to a new directory and returns the config's path.
+func configWithoutCRDs(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, rel := range []string{"stencil.yaml", "webapp", "memcached"} {
+		src := filepath.Join("..", "..", "crds", rel)
+		err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			name, err := filepath.Rel(filepath.Join("..", "..", "crds"), path)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name), data, 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "stencil.yaml")
 }
 
 func TestArgoCDCRDErrors(t *testing.T) {

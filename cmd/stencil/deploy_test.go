@@ -3,7 +3,8 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -12,55 +13,90 @@ import (
 	"stencil.dev/stencil/templates"
 )
 
-// TestDeployConfigMatchesExamples keeps deploy/config (flat, as a ConfigMap
-// mounts it) equal to crds/stencil.yaml and its templates, and the
-// ClusterRole in deploy/ sufficient for the deploy config.
-func TestDeployConfigMatchesExamples(t *testing.T) {
-	deployCfg, err := gvr.Load("../../deploy/config/stencil.yaml")
+// TestDeployConfigIsTheExampleConfig: deploy/ mounts crds/stencil.yaml and
+// its templates, the one copy, as the ConfigMap crds/kustomization.yaml
+// generates. Every file the config names is a key of that ConfigMap (its
+// path with "-" for "/") and an item of the config volume in
+// deploy/deployment.yaml that maps the key back to the path, and nothing
+// else is; the ClusterRole in deploy/ is what stencil rbac prints for it.
+func TestDeployConfigIsTheExampleConfig(t *testing.T) {
+	cfg, err := gvr.Load("../../crds/stencil.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	exampleCfg, err := gvr.Load("../../crds/stencil.yaml")
+	if _, err := templates.LoadAll(cfg, templates.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"stencil.yaml=stencil.yaml"}
+	for _, r := range cfg.Resources {
+		files := append(append(slices.Clone(r.Helpers), r.Templates...), r.StatusTemplate)
+		for _, f := range files {
+			if f != "" {
+				want = append(want, strings.ReplaceAll(f, "/", "-")+"="+f)
+			}
+		}
+	}
+	slices.Sort(want)
+
+	var kust struct {
+		ConfigMapGenerator []struct {
+			Name  string   `json:"name"`
+			Files []string `json:"files"`
+		} `json:"configMapGenerator"`
+	}
+	readYAML(t, "../../crds/kustomization.yaml", &kust)
+	if len(kust.ConfigMapGenerator) != 1 || kust.ConfigMapGenerator[0].Name != "stencil-config" {
+		t.Fatalf("crds/kustomization.yaml: want one configMapGenerator named stencil-config, got %+v", kust.ConfigMapGenerator)
+	}
+	var generated []string
+	for _, f := range kust.ConfigMapGenerator[0].Files {
+		if !strings.Contains(f, "=") {
+			f += "=" + f
+		}
+		generated = append(generated, f)
+	}
+	slices.Sort(generated)
+	if !slices.Equal(generated, want) {
+		t.Errorf("crds/kustomization.yaml files (key=path):\n%s\nwant, from crds/stencil.yaml:\n%s", strings.Join(generated, "\n"), strings.Join(want, "\n"))
+	}
+
+	var deploy struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Volumes []struct {
+						Name      string `json:"name"`
+						ConfigMap *struct {
+							Name  string `json:"name"`
+							Items []struct {
+								Key  string `json:"key"`
+								Path string `json:"path"`
+							} `json:"items"`
+						} `json:"configMap"`
+					} `json:"volumes"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	readYAML(t, "../../deploy/deployment.yaml", &deploy)
+	var items []string
+	for _, v := range deploy.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == "stencil-config" {
+			for _, it := range v.ConfigMap.Items {
+				items = append(items, it.Key+"="+it.Path)
+			}
+		}
+	}
+	slices.Sort(items)
+	if !slices.Equal(items, want) {
+		t.Errorf("deploy/deployment.yaml stencil-config volume items (key=path):\n%s\nwant:\n%s", strings.Join(items, "\n"), strings.Join(want, "\n"))
+	}
+
+	role, err := controller.ClusterRole("stencil", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(deployCfg.Resources) != len(exampleCfg.Resources) {
-		t.Fatalf("deploy config has %d resources, crds/stencil.yaml %d", len(deployCfg.Resources), len(exampleCfg.Resources))
-	}
-	for i, d := range deployCfg.Resources {
-		e := exampleCfg.Resources[i]
-		if d.GVR() != e.GVR() || len(d.Templates) != len(e.Templates) {
-			t.Fatalf("resources[%d]: deploy %s with %d templates, example %s with %d", i, d.GVR(), len(d.Templates), e.GVR(), len(e.Templates))
-		}
-		pairs := [][2]string{{d.StatusTemplate, e.StatusTemplate}}
-		for j := range d.Templates {
-			pairs = append(pairs, [2]string{d.Templates[j], e.Templates[j]})
-		}
-		for _, p := range pairs {
-			if p[0] == "" && p[1] == "" {
-				continue
-			}
-			a, err := os.ReadFile(deployCfg.TemplatePath(p[0]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := os.ReadFile(exampleCfg.TemplatePath(p[1]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(a, b) {
-				t.Errorf("deploy/config/%s differs from crds/%s: copy it over", p[0], filepath.ToSlash(p[1]))
-			}
-		}
-	}
-	if _, err := templates.LoadAll(deployCfg, templates.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	role, err := controller.ClusterRole("stencil", deployCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := yaml.Marshal(role)
+	wantRole, err := yaml.Marshal(role)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +104,18 @@ func TestDeployConfigMatchesExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("deploy/clusterrole.yaml is not what `stencil rbac --config deploy/config/stencil.yaml` prints")
+	if !bytes.Equal(got, wantRole) {
+		t.Errorf("deploy/clusterrole.yaml is not what `stencil rbac --config crds/stencil.yaml` prints")
+	}
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -9,7 +9,7 @@
 # (STENCIL_SMOKE_ROLE likewise for the Lease Role of deploy/role.yaml). The
 # plane runs the OwnerReferencesPermissionEnforcement admission plugin, as
 # OpenShift does, so blockOwnerDeletion needs the finalizers rule. The config is
-# deploy/config/, as the Deployment in deploy/ mounts it.
+# crds/stencil.yaml, which the Deployment in deploy/ mounts (crds/kustomization.yaml).
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -43,7 +43,7 @@ defer rm -f "$kubeconfig_sa"
 k config view --raw --flatten | sed "s/^  user:\$/  user:\n    as: $user/" >"$kubeconfig_sa"
 expect_eq "whoami through the kubeconfig" "$user" \
   "$("$KUBECTL" --kubeconfig "$kubeconfig_sa" auth whoami -o jsonpath='{.status.userInfo.username}')"
-start_stencil --config "$smoke_root/deploy/config/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
+start_stencil --config "$smoke_root/crds/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
   --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke
 lease_held() { [ -n "$(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')" ]; }
 wait_for 30 "the Lease to be held" lease_held
@@ -60,8 +60,8 @@ ok "webapp/demo and memcached/cache Ready=True; deployment/demo, service/demo, d
 step "prune: with the Service template dropped from the config, service/demo is deleted"
 stop_stencil
 CONFIG_DIR=$(mktemp -d)
-cp "$smoke_root"/deploy/config/* "$CONFIG_DIR/"
-sed -i '/webapp-service.yaml.tmpl/d' "$CONFIG_DIR/stencil.yaml"
+cp -r "$smoke_root"/crds/stencil.yaml "$smoke_root"/crds/webapp "$smoke_root"/crds/memcached "$CONFIG_DIR/"
+sed -i '/webapp\/service.yaml.tmpl/d' "$CONFIG_DIR/stencil.yaml"
 start_stencil --config "$CONFIG_DIR/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
   --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke
 wait_for 60 "service/demo to be pruned" gone service/demo
