@@ -38,7 +38,11 @@ const ShardKey = "object.metadata.namespace"
 const DefaultPoints = 64
 
 // Hash is the 64-bit FNV-1a hash of s, the hash the API server's
-// shardRange uses (k8s.io/apimachinery/pkg/sharding.HashField).
+// shardRange uses (k8s.io/apimachinery/pkg/sharding.HashField). Its high
+// bits barely depend on the last two or three bytes of s: namespaces named
+// team-01 ... team-99 all fall into one sliver of the space, and so to one
+// member. The hash is the API server's, not stencil's to change; the docs
+// say so (docs/operating.md, "A ring of replicas").
 func Hash(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))

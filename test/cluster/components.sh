@@ -47,7 +47,8 @@ start_component() {
       # kube-apiserver retries etcd until it answers, so it need not wait
       # for it. Priority and fairness is off and the in-flight limits are
       # high so that benchmarks measure the controller, not the API
-      # server's throttling.
+      # server's throttling. Sharded list and watch (alpha in 1.36) is on,
+      # for the ring; STENCIL_APISERVER_FEATURE_GATES= turns it off.
       launch kube-apiserver \
         --etcd-servers="http://127.0.0.1:$STENCIL_ETCD_PORT" \
         --bind-address=127.0.0.1 \
@@ -74,6 +75,7 @@ start_component() {
         --max-requests-inflight=3000 \
         --max-mutating-requests-inflight=1000 \
         --allow-privileged=true \
+        --feature-gates="${STENCIL_APISERVER_FEATURE_GATES-ShardedListAndWatch=true}" \
         --profiling=false
       ;;
     kube-controller-manager)

@@ -12,6 +12,8 @@
 #   STENCIL_KCM_PORT            kube-controller-manager secure port (default 10257)
 #   STENCIL_SCHEDULER_PORT      kube-scheduler secure port (default 10259)
 #   STENCIL_NODES               number of fake (kwok) nodes (default 1)
+#   STENCIL_APISERVER_FEATURE_GATES  kube-apiserver --feature-gates (default
+#                               ShardedListAndWatch=true; empty turns it off)
 #
 # Only 127.0.0.1 is ever bound.
 
