@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +122,13 @@ type Options struct {
 	FirstStatusDelay time.Duration
 	// LeaderElection, when enabled, runs the workers only while holding the Lease.
 	LeaderElection LeaderElection
+	// WriteGate, when set, is the gate in the clients' transport
+	// (rest.Config.Wrap(WriteGate.Wrap)); New gives it this Controller's
+	// write fence.
+	WriteGate *WriteGate
+	// Ring, when named, runs this replica as a member of a ring that splits
+	// the namespaces (exclusive with LeaderElection).
+	Ring Ring
 	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
 	// /healthz and /readyz; empty disables each server.
 	MetricsAddr, HealthAddr string
@@ -183,9 +191,15 @@ type Controller struct {
 	rollouts        rollouts
 	terminating     terminatingNamespaces
 	health          *health
-	// fence, under leader election, says whether this replica may still
-	// write (see leaseFence); nil without leader election.
-	fence func() error
+	// fence, under leader election or in a ring, says whether this replica
+	// may still write for a namespace (see fencedLock, ringState); nil
+	// otherwise.
+	fence func(ns string) error
+	// ring is this replica's membership of a ring (run --ring); nil
+	// otherwise.
+	ring *ringState
+	// leaseTimings are the Leases' durations (leader election, ring).
+	leaseTimings leaseTimings
 	// events wraps the event sink: fenced, and flushed before shutdown.
 	events *eventSink
 }
@@ -213,8 +227,12 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
-		guard:  newFightGuard(opts.FightBurst, opts.FightInterval),
-		health: &health{},
+		guard:        newFightGuard(opts.FightBurst, opts.FightInterval),
+		health:       &health{},
+		leaseTimings: defaultLeaseTimings,
+	}
+	if opts.Ring.Name != "" && opts.LeaderElection.Enabled {
+		return nil, errors.New("controller: a ring and leader election are exclusive: every ring member works, on its share")
 	}
 	c.recorder = opts.Recorder
 	if c.recorder == nil {
@@ -252,6 +270,13 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	}
 	c.reg = reg
 	c.health.synced = reg.Synced
+	if opts.WriteGate != nil {
+		opts.WriteGate.set(c.mayWrite)
+	}
+	// Registered once per Metrics: tests build several controllers on one.
+	if err := opts.Metrics.Registry.Register(newCachedResources(c)); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, fmt.Errorf("registering stencil_cached_resources: %w", err)
+	}
 	return c, nil
 }
 
@@ -403,6 +428,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.opts.LeaderElection.Enabled {
 		return c.runLeaderElected(ctx)
 	}
+	if c.opts.Ring.Name != "" {
+		return c.runRing(ctx)
+	}
 	return c.runWorkers(ctx, func() bool { return false })
 }
 
@@ -497,6 +525,16 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if c.ring != nil {
+		// A view change waits for this sync (see ring.go).
+		c.ring.syncs.RLock()
+		defer c.ring.syncs.RUnlock()
+		if !c.ring.holds(key.Namespace) {
+			// Another member's now; its caches hold the resource.
+			c.queue.Forget(key)
+			return true
+		}
+	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "gvr", key.GVR.String(), "object", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
 
@@ -520,6 +558,15 @@ func (c *Controller) handleErr(ctx context.Context, key Key, label string, err e
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
 		logger.V(2).Info("Reconcile stopped before a write", "err", err)
 		c.queue.AddRateLimited(key)
+	case errors.Is(err, errNotHolder):
+		// The view is changing; every resource of the share is queued
+		// again once the new view is adopted (ringLoop).
+		logger.V(4).Info("Reconcile stopped before a write", "err", err)
+		c.queue.Forget(key)
+	case errors.Is(err, errRingLease):
+		// The workers are stopping (ringState.trip).
+		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
+		c.queue.Forget(key)
 	case IsTerminal(err):
 		// Already written to status; retrying cannot help until the object changes.
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultTerminal).Inc()

@@ -14,17 +14,18 @@ import (
 // broadcaster down drops what its writer goroutine has not written yet, and
 // it gives no signal of its own. And it writes only while mayWrite allows: a
 // replica that lost the leader-election Lease drops the events still queued
-// instead of writing beside the new leader.
+// instead of writing beside the new leader, and a ring member drops those of
+// a namespace it no longer holds.
 type eventSink struct {
 	record.EventSink
-	fence func() error
+	fence func(ns string) error
 	// busy counts writes in flight; last is when the latest one ended
 	// (Unix nanoseconds).
 	busy, last atomic.Int64
 }
 
 func (s *eventSink) write(e *corev1.Event, do func() (*corev1.Event, error)) (*corev1.Event, error) {
-	if err := s.fence(); err != nil {
+	if err := s.fence(e.Namespace); err != nil {
 		// Dropped, as if written: the recorder would otherwise retry it.
 		return e, nil
 	}

@@ -132,11 +132,12 @@ func (l *fencedLock) release(ctx context.Context) (holder string, err error) {
 	return rec.HolderIdentity, nil
 }
 
-// mayWrite returns nil when this replica may write: always without leader
-// election, and under it while its fencedLock allows.
-func (c *Controller) mayWrite() error {
+// mayWrite returns nil when this replica may write for namespace ns:
+// always without leader election or a ring; under leader election while its
+// fencedLock allows; in a ring while ringState.allow does.
+func (c *Controller) mayWrite(ns string) error {
 	if c.fence == nil {
 		return nil
 	}
-	return c.fence()
+	return c.fence(ns)
 }

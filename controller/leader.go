@@ -32,18 +32,12 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 	if c.opts.Kube == nil {
 		return errors.New("leader election needs Options.Kube")
 	}
-	id := le.Identity
-	if id == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("leader election identity: %w", err)
-		}
-		// The suffix keeps two processes on one host (or a restarted pod
-		// whose old Lease has not expired) from taking each other for the leader.
-		id = host + "_" + string(uuid.NewUUID())
+	id, err := replicaIdentity(le.Identity)
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
 	}
 	logger := klog.FromContext(ctx)
-	t := defaultLeaseTimings
+	t := c.leaseTimings
 	lock := &fencedLock{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
@@ -53,7 +47,7 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 		renewDeadline: t.renew,
 	}
 	// Set before the workers start, read by them and by the event sink.
-	c.fence = lock.allow
+	c.fence = func(string) error { return lock.allow() }
 	c.health.standby.Store(true)
 	return leadWithLease(ctx, lock, le.Name, t, func(workCtx context.Context) error {
 		logger.Info("Acquired the Lease", "lease", klog.KRef(le.Namespace, le.Name), "identity", id)
@@ -68,6 +62,20 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 		}
 		return err
 	})
+}
+
+// replicaIdentity is given, or the hostname with a UUID: the suffix keeps
+// two processes on one host (or a restarted pod whose old Lease has not
+// expired) from taking each other for the holder.
+func replicaIdentity(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	return host + "_" + string(uuid.NewUUID()), nil
 }
 
 // errLeaseLost ends Run when the Lease was lost rather than given up.

@@ -18,18 +18,22 @@ type Metrics struct {
 	// Registry is what /metrics serves.
 	Registry *prometheus.Registry
 
-	reconcileTotal    *prometheus.CounterVec
-	reconcileDuration *prometheus.HistogramVec
-	childWrites       *prometheus.CounterVec
-	statusPatches     *prometheus.CounterVec
-	renderErrors      *prometheus.CounterVec
-	dryRuns           *prometheus.CounterVec
-	served            *prometheus.GaugeVec
-	reloadOK          prometheus.Gauge
-	reloadTime        prometheus.Gauge
-	rolloutResources  *prometheus.GaugeVec
-	rolloutHalted     *prometheus.GaugeVec
-	queue             workqueue.MetricsProvider
+	reconcileTotal      *prometheus.CounterVec
+	reconcileDuration   *prometheus.HistogramVec
+	childWrites         *prometheus.CounterVec
+	statusPatches       *prometheus.CounterVec
+	renderErrors        *prometheus.CounterVec
+	dryRuns             *prometheus.CounterVec
+	served              *prometheus.GaugeVec
+	reloadOK            prometheus.Gauge
+	reloadTime          prometheus.Gauge
+	rolloutResources    *prometheus.GaugeVec
+	rolloutHalted       *prometheus.GaugeVec
+	ringMembers         prometheus.Gauge
+	ringShare           prometheus.Gauge
+	ringHandovers       prometheus.Counter
+	ringHandoverSeconds prometheus.Histogram
+	queue               workqueue.MetricsProvider
 }
 
 // Result label values of stencil_reconcile_total.
@@ -92,9 +96,22 @@ func NewMetrics() *Metrics {
 			Name: "stencil_rollout_halted",
 			Help: "1 while an entry's rollout is halted: maxFailed moved resources failed and others wait.",
 		}, []string{"resource"}),
+		ringMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_ring_members", Help: "Live members of this replica's ring, as the view it acts on has them (0 outside a ring).",
+		}),
+		ringShare: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_ring_share", Help: "Fraction of the namespace-hash space this ring member holds (0 outside a ring).",
+		}),
+		ringHandovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stencil_ring_handovers_total", Help: "Views of the ring this member adopted and every member published (each a handover of shares).",
+		}),
+		ringHandoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "stencil_ring_handover_duration_seconds", Help: "Time from this member seeing the ring change to every member having adopted the new view.",
+			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
+		}),
 	}
 	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.dryRuns, m.served, m.reloadOK, m.reloadTime,
-		m.rolloutResources, m.rolloutHalted,
+		m.rolloutResources, m.rolloutHalted, m.ringMembers, m.ringShare, m.ringHandovers, m.ringHandoverSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	return m
@@ -246,4 +263,27 @@ func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) work
 // NewRetriesMetric returns workqueue_retries_total for the named queue.
 func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return q.retries.WithLabelValues(name)
+}
+
+// cachedResources is stencil_cached_resources{resource}: the custom
+// resources this replica caches, counted at each scrape (a ring member's
+// are its share's).
+type cachedResources struct {
+	c    *Controller
+	desc *prometheus.Desc
+}
+
+func newCachedResources(c *Controller) *cachedResources {
+	return &cachedResources{c: c, desc: prometheus.NewDesc("stencil_cached_resources",
+		"Custom resources in this replica's caches, by configured resource.", []string{"resource"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (r *cachedResources) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+
+// Collect implements prometheus.Collector.
+func (r *cachedResources) Collect(ch chan<- prometheus.Metric) {
+	for _, pk := range r.c.reg.Parents() {
+		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(len(r.c.reg.Keys(pk.Res.GVR()))), pk.Label)
+	}
 }

@@ -296,7 +296,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, paren
 	if err != nil {
 		return terminal(fmt.Errorf("encoding status: %w", err))
 	}
-	if err := c.mayWrite(); err != nil {
+	if err := c.mayWrite(parent.GetNamespace()); err != nil {
 		return err
 	}
 	result, err := c.opts.Dynamic.Resource(pk.Res.GVR()).Namespace(parent.GetNamespace()).

@@ -275,7 +275,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		return childResult{err: err}
 	}
 	if live == nil {
-		if err := c.mayWrite(); err != nil {
+		if err := c.mayWrite(want.GetNamespace()); err != nil {
 			return childResult{end: true, err: err}
 		}
 		created, taken, err := c.createByApply(ctx, ck, want)
@@ -323,7 +323,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	}
 	logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
 		"drift", d.kind.String(), "field", d.path, "manager", d.manager)
-	if err := c.mayWrite(); err != nil {
+	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
 	applied, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
@@ -456,7 +456,7 @@ func (c *Controller) prune(ctx context.Context, pk *registry.Parent, parent *uns
 		if rendered[childRef{gvk: ck.GVK, name: child.GetName()}] {
 			continue
 		}
-		if err := c.mayWrite(); err != nil {
+		if err := c.mayWrite(child.GetNamespace()); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
 		uid := child.GetUID()

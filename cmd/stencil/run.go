@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -33,7 +35,7 @@ func runCommand(args []string) int {
 	setGCPercent()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
 		fs.PrintDefaults()
 	}
 	configPath := fs.String("config", "", "path of the stencil config file (required)")
@@ -45,6 +47,7 @@ func runCommand(args []string) int {
 	leaderElect := fs.Bool("leader-elect", false, "run only while holding a Lease, so several replicas can run")
 	leaseNamespace := fs.String("leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader-election Lease")
 	leaseName := fs.String("leader-elect-id", "stencil", "name of the leader-election Lease; replicas that split the work use distinct names")
+	ringName := fs.String("ring", "", "run as a member of the ring of replicas NAME, which split the namespaces; its Leases live in --leader-elect-namespace (exclusive with --leader-elect)")
 	metricsAddr := fs.String("metrics-addr", ":8080", "listen address of /metrics; empty disables it")
 	healthAddr := fs.String("health-addr", ":8081", "listen address of /healthz and /readyz; empty disables it")
 	resync := fs.Duration("resync", 10*time.Minute, "period of the full resync that re-checks every resource")
@@ -58,6 +61,14 @@ func runCommand(args []string) int {
 	}
 	if *configPath == "" || fs.NArg() > 0 {
 		fs.Usage()
+		return 2
+	}
+	if *ringName != "" && *leaderElect {
+		fmt.Fprintln(os.Stderr, "--ring and --leader-elect are exclusive: in a ring every replica works, on its share of the namespaces")
+		return 2
+	}
+	if errs := validation.IsDNS1123Label(*ringName); *ringName != "" && len(errs) > 0 {
+		fmt.Fprintf(os.Stderr, "--ring %q: %s\n", *ringName, strings.Join(errs, "; "))
 		return 2
 	}
 
@@ -86,6 +97,10 @@ func runCommand(args []string) int {
 	}
 	restConfig.QPS, restConfig.Burst = float32(*qps), *burst
 	restConfig.UserAgent = "stencil/" + version
+	// Every write asks the fence again just before it is sent (see
+	// controller.WriteGate).
+	gate := controller.NewWriteGate()
+	restConfig.Wrap(gate.Wrap)
 
 	dyn, err := dynamic.NewForConfig(restConfig)
 	if err != nil {
@@ -113,6 +128,8 @@ func runCommand(args []string) int {
 		Config: cfg, Sets: sets, Dynamic: dyn, Metadata: meta, Kube: kube, Mapper: mapper, Metrics: metrics,
 		Namespace: *namespace, Workers: *workers, ResyncPeriod: *resync,
 		LeaderElection: controller.LeaderElection{Enabled: *leaderElect, Namespace: *leaseNamespace, Name: *leaseName},
+		Ring:           controller.Ring{Name: *ringName, Namespace: *leaseNamespace},
+		WriteGate:      gate,
 		MetricsAddr:    *metricsAddr, HealthAddr: *healthAddr,
 	})
 	if err != nil {

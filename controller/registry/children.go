@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -74,7 +72,6 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 		waiting: map[schema.GroupVersionKind]error{},
 		refused: map[schema.GroupVersionKind]bool{},
 	}
-	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
 	reset := false
 	for _, k := range kinds {
 		if refused[k] {
@@ -101,7 +98,6 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 			cp.Names = maps.Clone(ck.Names)
 			ck = &cp
 		}
-		name := ck.GVR.GroupResource().String()
 		for _, ns := range nsList {
 			if _, ok := ck.Informers[metav1.NamespaceAll]; ok {
 				break
@@ -109,42 +105,52 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 			if _, ok := ck.Informers[ns]; ok {
 				continue
 			}
-			// Children are cached only if they carry stencil's label: on a
-			// shared cluster the Deployments and Services of others cost
-			// no memory.
-			inf := dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, ck.GVR, ns, 0,
-				cache.Indexers{OwnerUIDIndex: indexByOwnerUID},
-				func(lo *metav1.ListOptions) { lo.LabelSelector = managed }).Informer()
-			if t := r.opts.Hooks.ChildTransform; t != nil {
-				if err := inf.SetTransform(t); err != nil {
-					return nil, fmt.Errorf("informer for %s: %w", ck.GVR, err)
-				}
+			added, err := r.addChildInformers(ctx, ck, ns, gate)
+			if err != nil {
+				return nil, err
 			}
-			if h := r.opts.Hooks.ChildHandler; h != nil {
-				if _, err := inf.AddEventHandler(h); err != nil {
-					return nil, fmt.Errorf("adding event handler for %s: %w", ck.GVR, err)
-				}
-			}
-			r.watchErrors(ctx, inf, func() bool { return true }, gate, name)
-			ck.Informers[ns] = inf
-			plan.added = append(plan.added, namedInformer{name: name, inf: inf})
-			if r.opts.Metadata == nil {
-				continue
-			}
-			if ck.Names == nil {
-				ck.Names = map[string]cache.SharedIndexInformer{}
-			}
-			names := metadatainformer.NewFilteredMetadataInformer(r.opts.Metadata, ck.GVR, ns, 0, cache.Indexers{}, nil).Informer()
-			if err := names.SetTransform(stripNames); err != nil {
-				return nil, fmt.Errorf("names informer for %s: %w", ck.GVR, err)
-			}
-			r.watchErrors(ctx, names, func() bool { return true }, gate, name+" (names)")
-			ck.Names[ns] = names
-			plan.added = append(plan.added, namedInformer{name: name + " (names)", inf: names})
+			plan.added = append(plan.added, added...)
 		}
 		plan.kinds[k] = ck
 	}
 	return plan, nil
+}
+
+// addChildInformers gives ck informers for namespace ns (not started):
+// its children, and the names of every object of its kind when the
+// registry has a metadata client.
+func (r *Registry) addChildInformers(ctx context.Context, ck *Child, ns string, gate *pending) ([]namedInformer, error) {
+	name := ck.GVR.GroupResource().String()
+	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
+	// Children are cached only if they carry stencil's label: on a shared
+	// cluster the Deployments and Services of others cost no memory.
+	inf := r.newInformer(ck.GVR, ns, managed, cache.Indexers{OwnerUIDIndex: indexByOwnerUID})
+	if t := r.opts.Hooks.ChildTransform; t != nil {
+		if err := inf.SetTransform(t); err != nil {
+			return nil, fmt.Errorf("informer for %s: %w", ck.GVR, err)
+		}
+	}
+	if h := r.opts.Hooks.ChildHandler; h != nil {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return nil, fmt.Errorf("adding event handler for %s: %w", ck.GVR, err)
+		}
+	}
+	r.watchErrors(ctx, inf, func() bool { return true }, gate, name)
+	ck.Informers[ns] = inf
+	added := []namedInformer{{name: name, inf: inf}}
+	if r.opts.Metadata == nil {
+		return added, nil
+	}
+	if ck.Names == nil {
+		ck.Names = map[string]cache.SharedIndexInformer{}
+	}
+	names := r.newNamesInformer(ck.GVR, ns)
+	if err := names.SetTransform(stripNames); err != nil {
+		return nil, fmt.Errorf("names informer for %s: %w", ck.GVR, err)
+	}
+	r.watchErrors(ctx, names, func() bool { return true }, gate, name+" (names)")
+	ck.Names[ns] = names
+	return append(added, namedInformer{name: name + " (names)", inf: names}), nil
 }
 
 // restMapping looks k up. A kind the mapper does not know may be one whose
@@ -190,12 +196,12 @@ func (r *Registry) commitChildrenLocked(ctx context.Context, plan *childPlan, st
 		r.refusedKinds[k] = true
 	}
 	r.childGen++
-	if !start || r.runCtx == nil {
+	if !start || r.childCtx == nil {
 		return nil
 	}
 	started := make([]cache.InformerSynced, 0, len(plan.added))
 	for _, a := range plan.added {
-		go a.inf.RunWithContext(r.runCtx)
+		go a.inf.RunWithContext(r.childCtx)
 		started = append(started, a.inf.HasSynced)
 	}
 	return started

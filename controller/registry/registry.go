@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,6 +105,13 @@ type Registry struct {
 	reloading, recheck bool
 	// runCtx is the context informers run under once Start was called.
 	runCtx context.Context
+	// childCtx, under runCtx, is the child informers'; stopChildren ends
+	// it when Reshard replaces them all.
+	childCtx     context.Context
+	stopChildren context.CancelFunc
+	// share is the part of the namespaces informers are built for (a ring
+	// member's, see shard.go); nil is all of them.
+	share atomic.Pointer[Shard]
 	// reloadMu makes reloads take turns.
 	reloadMu sync.Mutex
 
@@ -172,13 +180,14 @@ func (r *Registry) Start(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.runCtx = ctx
+	r.childCtx, r.stopChildren = context.WithCancel(ctx)
 	go r.crds.RunWithContext(ctx)
 	for _, ck := range r.children {
 		for _, inf := range ck.Informers {
-			go inf.RunWithContext(ctx)
+			go inf.RunWithContext(r.childCtx)
 		}
 		for _, inf := range ck.Names {
-			go inf.RunWithContext(ctx)
+			go inf.RunWithContext(r.childCtx)
 		}
 	}
 }

@@ -127,11 +127,11 @@ func (r *Registry) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*tem
 	defer r.reloadMu.Unlock()
 	r.mu.Lock()
 	r.reloading = true
-	running, have, refused, runCtx := maps.Clone(r.resources), maps.Clone(r.children), maps.Clone(r.refusedKinds), r.runCtx
+	running, have, refused, runCtx, childCtx := maps.Clone(r.resources), maps.Clone(r.children), maps.Clone(r.refusedKinds), r.runCtx, r.childCtx
 	r.mu.Unlock()
 	defer r.endReload(ctx)
 
-	p, err := r.prepare(ctx, cfg, sets, running, have, refused, runCtx)
+	p, err := r.prepare(ctx, cfg, sets, running, have, refused, runCtx, childCtx)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (r *Registry) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*tem
 // needs beyond the running config, without the lock.
 func (r *Registry) prepare(ctx context.Context, cfg *gvr.Config, sets []*templates.Set,
 	running map[schema.GroupVersionResource]*Parent, have map[schema.GroupVersionKind]*Child,
-	refused map[schema.GroupVersionKind]bool, runCtx context.Context) (*preparedConfig, error) {
+	refused map[schema.GroupVersionKind]bool, runCtx, childCtx context.Context) (*preparedConfig, error) {
 	p := &preparedConfig{cfg: cfg, next: map[schema.GroupVersionResource]*Parent{},
 		kept: map[schema.GroupVersionResource]bool{}, gate: &pending{}}
 	for i, res := range cfg.Resources {
@@ -186,7 +186,7 @@ func (r *Registry) prepare(ctx context.Context, cfg *gvr.Config, sets []*templat
 		return p, nil
 	}
 	var wait []namedInformer
-	childCtx, stopChildren := context.WithCancel(runCtx)
+	childCtx, stopChildren := context.WithCancel(childCtx)
 	p.stopChildren = stopChildren
 	for _, a := range plan.added {
 		go a.inf.RunWithContext(childCtx)

@@ -128,8 +128,7 @@ func (r *Registry) makeParentInformers(ctx context.Context, pk *Parent, gate *pe
 	}
 	selector := pk.Res.LabelSelector().String()
 	for _, ns := range namespaces {
-		inf := dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, g, ns, 0, cache.Indexers{},
-			func(lo *metav1.ListOptions) { lo.LabelSelector = selector }).Informer()
+		inf := r.newInformer(g, ns, selector, cache.Indexers{})
 		if t := r.opts.Hooks.ParentTransform; t != nil {
 			if err := inf.SetTransform(t); err != nil {
 				return fmt.Errorf("informer for %s: %w", g, err)

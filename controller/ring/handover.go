@@ -32,11 +32,23 @@ import (
 type View struct {
 	// Members are the identities of the live members, sorted.
 	Members []string
+	// shares is Assign(Members), computed once by NewView: every write
+	// asks MayWrite.
+	shares map[string][]Range
 }
 
 // NewView returns the view of members, in any order.
 func NewView(members []string) View {
-	return View{Members: slices.Compact(slices.Sorted(slices.Values(members)))}
+	ms := slices.Compact(slices.Sorted(slices.Values(members)))
+	return View{Members: ms, shares: Assign(ms)}
+}
+
+// Share returns member m's ranges under v.
+func (v View) Share(m string) []Range {
+	if v.shares == nil {
+		return Assign(v.Members)[m]
+	}
+	return v.shares[m]
 }
 
 // ID names the view in a member's Lease: the same members, the same ID.
@@ -62,7 +74,7 @@ func MayWrite(self string, view View, leaseValid bool, published map[string]stri
 			return false, "member " + m + " has not adopted view " + id
 		}
 	}
-	if !Holds(Assign(view.Members)[self], ns) {
+	if !Holds(view.Share(self), ns) {
 		return false, "namespace not in this member's share"
 	}
 	return true, ""

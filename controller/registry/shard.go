@@ -1,0 +1,239 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// A ring member (stencil run --ring) watches only its share of the
+// namespaces. Every informer the registry builds then asks the API server
+// for that share (ListOptions.ShardSelector, where the server serves
+// sharded list and watch) and also drops, before the informer's store,
+// whatever falls outside it: a server without the feature ignores the
+// selector and sends everything, and memory must still be the share's.
+// An informer keeps the share it was built with; Reshard builds a new set.
+
+// Shard is a share of the namespaces.
+type Shard struct {
+	// Selector is the shardSelector to send; empty sends none (the
+	// server does not serve sharded list and watch).
+	Selector string
+	// Holds reports whether a namespace is in the share.
+	Holds func(ns string) bool
+}
+
+// shard returns the share informers are built for now; nil is everything.
+func (r *Registry) shard() *Shard { return r.share.Load() }
+
+// newInformer builds an informer of g's objects in ns (all namespaces when
+// empty) that carry labelSelector, limited to the registry's share.
+func (r *Registry) newInformer(g schema.GroupVersionResource, ns, labelSelector string, indexers cache.Indexers) cache.SharedIndexInformer {
+	s := r.shard()
+	if s == nil {
+		return dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, g, ns, 0, indexers,
+			func(lo *metav1.ListOptions) { lo.LabelSelector = labelSelector }).Informer()
+	}
+	var client dynamic.ResourceInterface = r.opts.Dynamic.Resource(g)
+	if ns != metav1.NamespaceAll {
+		client = r.opts.Dynamic.Resource(g).Namespace(ns)
+	}
+	tweak := func(lo *metav1.ListOptions) {
+		lo.LabelSelector, lo.ShardSelector = labelSelector, s.Selector
+	}
+	return cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			tweak(&lo)
+			list, err := client.List(ctx, lo)
+			if err != nil {
+				return nil, err
+			}
+			kept := list.Items[:0]
+			for _, o := range list.Items {
+				if s.Holds(o.GetNamespace()) {
+					kept = append(kept, o)
+				}
+			}
+			list.Items = kept
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			tweak(&lo)
+			w, err := client.Watch(ctx, lo)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, inShare(s)), nil
+		},
+	}, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: g.String()})
+}
+
+// newNamesInformer builds the metadata informer of every object of g in ns
+// (see Child.Names), limited to the registry's share.
+func (r *Registry) newNamesInformer(g schema.GroupVersionResource, ns string) cache.SharedIndexInformer {
+	s := r.shard()
+	if s == nil {
+		return metadatainformer.NewFilteredMetadataInformer(r.opts.Metadata, g, ns, 0, cache.Indexers{}, nil).Informer()
+	}
+	var client metadata.ResourceInterface = r.opts.Metadata.Resource(g)
+	if ns != metav1.NamespaceAll {
+		client = r.opts.Metadata.Resource(g).Namespace(ns)
+	}
+	return cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.ShardSelector = s.Selector
+			list, err := client.List(ctx, lo)
+			if err != nil {
+				return nil, err
+			}
+			kept := list.Items[:0]
+			for _, o := range list.Items {
+				if s.Holds(o.GetNamespace()) {
+					kept = append(kept, o)
+				}
+			}
+			list.Items = kept
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.ShardSelector = s.Selector
+			w, err := client.Watch(ctx, lo)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, inShare(s)), nil
+		},
+	}, &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{ObjectDescription: g.String() + " (names)"})
+}
+
+// inShare keeps the watch events of objects in s, and every event that is
+// not an object's (bookmarks, errors).
+func inShare(s *Shard) watch.FilterFunc {
+	return func(e watch.Event) (watch.Event, bool) {
+		if e.Type == watch.Bookmark || e.Type == watch.Error {
+			return e, true
+		}
+		m, ok := e.Object.(metav1.Object)
+		return e, !ok || s.Holds(m.GetNamespace())
+	}
+}
+
+// Reshard makes every informer watch share s instead: it builds a new set
+// of parent and child informers for s, runs them and waits for their
+// caches without the lock, then swaps them in under it and stops the old
+// ones, as a reload does. The new informers report every object of the
+// share as added, so the workers look at each once; a converged one costs
+// no write. Before Start it only sets the share the informers are built
+// for. It fails, changing nothing, when the new caches do not sync.
+func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
+	if s != nil && s.Holds == nil {
+		return errors.New("registry: a shard needs Holds")
+	}
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	r.mu.Lock()
+	r.share.Store(s)
+	running, have, runCtx := maps.Clone(r.resources), maps.Clone(r.children), r.runCtx
+	r.mu.Unlock()
+
+	gate := &pending{}
+	next := map[schema.GroupVersionResource]*Parent{}
+	kids := map[schema.GroupVersionKind]*Child{}
+	var wait []namedInformer
+	var childCtx context.Context
+	stopChildren := func() {}
+	if runCtx != nil {
+		childCtx, stopChildren = context.WithCancel(runCtx)
+	}
+	discard := func() {
+		stopChildren()
+		for _, pk := range next {
+			if pk.stop != nil {
+				pk.stop()
+			}
+		}
+	}
+	for g, pk := range running {
+		cp := *pk
+		if err := r.makeParentInformers(ctx, &cp, gate); err != nil {
+			discard()
+			return err
+		}
+		cp.stop = nil
+		if runCtx != nil && pk.Running() {
+			parentCtx, stop := context.WithCancel(runCtx)
+			cp.stop = stop
+			for _, inf := range cp.Informers {
+				go inf.RunWithContext(parentCtx)
+				wait = append(wait, namedInformer{name: g.GroupResource().String(), inf: inf})
+			}
+		}
+		next[g] = &cp
+	}
+	for k, ck := range have {
+		cp := &Child{GVK: ck.GVK, GVR: ck.GVR, Informers: map[string]cache.SharedIndexInformer{}}
+		for ns := range ck.Informers {
+			added, err := r.addChildInformers(ctx, cp, ns, gate)
+			if err != nil {
+				discard()
+				return err
+			}
+			for _, a := range added {
+				if childCtx != nil {
+					go a.inf.RunWithContext(childCtx)
+					wait = append(wait, a)
+				}
+			}
+		}
+		kids[k] = cp
+	}
+	if err := r.waitPrepared(ctx, "reshard", wait, gate); err != nil {
+		discard()
+		return err
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gate.committed.Store(true)
+	for g, pk := range next {
+		cur, ok := r.resources[g]
+		if !ok || cur != running[g] {
+			// A CRD change or a reload replaced the entry meanwhile, with
+			// informers built for s already: keep those.
+			if pk.stop != nil {
+				pk.stop()
+			}
+			continue
+		}
+		if cur.stop != nil {
+			cur.stop()
+		}
+		r.resources[g] = pk
+	}
+	for k, ck := range kids {
+		if r.children[k] == have[k] {
+			r.children[k] = ck
+		}
+	}
+	if r.stopChildren != nil {
+		r.stopChildren()
+	}
+	if childCtx != nil {
+		r.childCtx, r.stopChildren = childCtx, stopChildren
+	}
+	r.childGen++
+	klog.FromContext(ctx).V(2).Info("Resharded the informers", "resources", len(next), "childKinds", len(kids))
+	return nil
+}
