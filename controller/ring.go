@@ -246,12 +246,14 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ringState, reshard chan<-
 			return
 		case <-tick.C:
 		}
-		if err := rs.member.Renew(ctx, rs.viewID()); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Renewing the ring Lease")
-		}
+		// Checked before renewing: a member paused past its Lease must not
+		// renew it on resume, or the others would count it live again.
 		if !rs.member.Valid() {
 			rs.trip()
 			return
+		}
+		if err := rs.member.Renew(ctx, rs.viewID()); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Renewing the ring Lease")
 		}
 		snap, err := rs.member.Observe(ctx)
 		if err != nil {
@@ -312,6 +314,11 @@ func (c *Controller) reshardLoop(ctx context.Context, rs *ringState, serverFilte
 			again = true
 			continue
 		}
+		// The new informers reported their objects as they listed them,
+		// before the swap: a sync then read the old caches, found a resource
+		// of a namespace just gained missing, and dropped it. Now they are
+		// the registry's.
+		c.EnqueueAll()
 		logger.Info("Watching the new share", "share", fmt.Sprintf("%.1f%%", 100*ring.Share(rs.shareNow())), "took", time.Since(start).Round(time.Millisecond))
 	}
 }

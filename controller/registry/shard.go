@@ -133,10 +133,12 @@ func inShare(s *Shard) watch.FilterFunc {
 // Reshard makes every informer watch share s instead: it builds a new set
 // of parent and child informers for s, runs them and waits for their
 // caches without the lock, then swaps them in under it and stops the old
-// ones, as a reload does. The new informers report every object of the
-// share as added, so the workers look at each once; a converged one costs
-// no write. Before Start it only sets the share the informers are built
-// for. It fails, changing nothing, when the new caches do not sync.
+// ones, as a reload does. The new informers report their objects as added
+// while they list, before the swap, when the registry still serves the old
+// caches: the caller looks at every resource again once Reshard returns (a
+// converged one costs no write). Before Start it builds the informers
+// without running them. It fails, changing nothing, when the new caches do
+// not sync.
 func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	if s != nil && s.Holds == nil {
 		return errors.New("registry: a shard needs Holds")

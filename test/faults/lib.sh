@@ -87,12 +87,12 @@ use_namespace() {
   make_foreign
 }
 
-# start_proxy starts countproxy with listeners a and b and writes a
-# kubeconfig for each ($WORK/kubeconfig-a, -b), with no credentials: the
+# start_proxy starts countproxy with listeners a, b and c and writes a
+# kubeconfig for each ($WORK/kubeconfig-a, -b, -c), with no credentials: the
 # proxy adds the admin's.
 start_proxy() {
   local tag args=()
-  for tag in a b; do
+  for tag in a b c; do
     PROXY_PORTS[$tag]=$(free_port)
     args+=(--listen "$tag=127.0.0.1:${PROXY_PORTS[$tag]}")
     cat >"$WORK/kubeconfig-$tag" <<EOF
