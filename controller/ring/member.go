@@ -188,7 +188,14 @@ func (m *Member) Observe(ctx context.Context) (Snapshot, error) {
 		if l.Name == own || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			continue
 		}
-		o := observation{identity: *l.Spec.HolderIdentity, version: l.ResourceVersion, view: l.Annotations[AnnotationView], at: now}
+		// A renewal changes the resourceVersion and the renewTime; either
+		// says the member is alive (the renewTime as a value only, never
+		// compared with this member's clock).
+		version := l.ResourceVersion
+		if l.Spec.RenewTime != nil {
+			version += "/" + l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+		}
+		o := observation{identity: *l.Spec.HolderIdentity, version: version, view: l.Annotations[AnnotationView], at: now}
 		if prev, ok := m.seen[l.Name]; ok && prev.version == o.version {
 			o.at = prev.at
 		}

@@ -1,0 +1,100 @@
+package ring
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// fakeLeases is a Leases client over an object tracker.
+func fakeLeases() *fakecoordination.FakeCoordinationV1 {
+	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	f := &k8stesting.Fake{}
+	f.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	return &fakecoordination.FakeCoordinationV1{Fake: f}
+}
+
+// TestMemberLiveness: a member is live while its Lease is seen to change
+// within LeaseDuration of this member's clock, gone at once when it leaves,
+// and its own Lease is valid only within RenewDeadline of its last renewal.
+func TestMemberLiveness(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	leases := fakeLeases()
+	member := func(id string) *Member {
+		return &Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
+	}
+	a, b := member("a"), member("b")
+	for _, m := range []*Member{a, b} {
+		if err := m.Join(ctx, "v0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := func(m *Member) []string {
+		t.Helper()
+		snap, err := m.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Live
+	}
+	if got := live(a); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after both joined, a sees %v", got)
+	}
+	// b renews, a renews: both live 12 s on.
+	now = now.Add(6 * time.Second)
+	if err := b.Renew(ctx, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := a.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(snap.Live, []string{"a", "b"}) || snap.Published["b"] != "v1" {
+		t.Fatalf("after renewals, a sees %+v", snap)
+	}
+	// b stops renewing (paused); a keeps renewing.
+	for range 8 {
+		now = now.Add(2 * time.Second)
+		if err := a.Renew(ctx, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		live(a)
+	}
+	if got := live(a); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("16 s after b's last renewal, a sees %v, want b expired after 15 s of its own clock", got)
+	}
+	if b.Valid() {
+		t.Fatal("b's own Lease valid 16 s after its last renewal, want invalid after RenewDeadline (10 s)")
+	}
+	if !a.Valid() {
+		t.Fatal("a's own Lease invalid 2 s after its renewal")
+	}
+	// b resumes and renews: seen again at once.
+	if err := b.Renew(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := live(a); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after b renewed again, a sees %v", got)
+	}
+	// b leaves: gone at the next read, without waiting for expiry.
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := live(a); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after b left, a sees %v", got)
+	}
+	if b.Valid() {
+		t.Fatal("b still valid after it left")
+	}
+}

@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/scheme"
+	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"stencil.dev/stencil/controller/ring"
+)
+
+// TestRingHandoverWaitsForSyncsAndAdoption: a member alone writes for
+// every namespace; when a second joins, the first switches views only once
+// its sync in flight is done, and then writes for no namespace until the
+// newcomer published the new view; after that, only for its own share.
+// A member whose Lease lapsed writes nothing and stops its workers.
+func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
+	ctx := context.Background()
+	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	fake := &k8stesting.Fake{}
+	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
+	member := func(id string) *ring.Member {
+		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
+		if err := m.Join(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	observe := func(rs *ringState) (bool, bool) {
+		snap, err := rs.member.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs.adopt(snap, time.Now())
+	}
+	both := ring.NewView([]string{"a", "b"})
+	var nsA, nsB string
+	for i := 0; nsA == "" || nsB == ""; i++ {
+		ns := fmt.Sprintf("team-%d", i)
+		if ring.Holds(both.Share("a"), ns) {
+			nsA = ns
+		} else {
+			nsB = ns
+		}
+	}
+
+	a := &ringState{member: member("a"), self: "a"}
+	observe(a)
+	if _, ok := a.settle(time.Now()); !ok {
+		t.Fatal("a member alone did not settle on its own view")
+	}
+	for _, ns := range []string{nsA, nsB} {
+		if err := a.allow(ns); err != nil {
+			t.Fatalf("a alone may not write for %s: %v", ns, err)
+		}
+	}
+
+	b := &ringState{member: member("b"), self: "b"}
+	a.syncs.RLock() // a sync in flight
+	switched := make(chan [2]bool)
+	go func() {
+		changed, shareChanged := observe(a)
+		switched <- [2]bool{changed, shareChanged}
+	}()
+	select {
+	case <-switched:
+		t.Fatal("a switched views while one of its syncs was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	a.syncs.RUnlock()
+	if got := <-switched; got != [2]bool{true, true} {
+		t.Fatalf("b's join: view changed, share changed = %v, want both", got)
+	}
+	for _, ns := range []string{nsA, nsB} {
+		if err := a.allow(ns); !errors.Is(err, errNotHolder) {
+			t.Fatalf("before b published the new view, a's write for %s: %v, want errNotHolder", ns, err)
+		}
+	}
+	if _, ok := a.settle(time.Now()); ok {
+		t.Fatal("a settled before b published the view")
+	}
+
+	observe(b)
+	if err := b.member.Renew(ctx, b.viewID()); err != nil {
+		t.Fatal(err)
+	}
+	observe(a)
+	if _, ok := a.settle(time.Now()); !ok {
+		t.Fatal("a did not settle once b published the view")
+	}
+	if err := a.allow(nsA); err != nil {
+		t.Fatalf("a may not write for its own %s: %v", nsA, err)
+	}
+	if err := a.allow(nsB); !errors.Is(err, errNotHolder) {
+		t.Fatalf("a's write for b's %s: %v, want errNotHolder", nsB, err)
+	}
+
+	tripped := false
+	a.onTrip = func() { tripped = true }
+	a.member.Leave(ctx) // its Lease no longer valid
+	if err := a.allow(nsA); !errors.Is(err, errRingLease) || !tripped {
+		t.Fatalf("after a's Lease lapsed: %v, tripped %v; want errRingLease and the workers stopped", err, tripped)
+	}
+}
