@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
