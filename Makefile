@@ -67,7 +67,7 @@ faults: tools build ## Run the fault scenarios test/faults/*.sh against the loca
 	$(GO) build -o bin/faultcheck ./test/faults/faultcheck
 	$(WITH_CLUSTER) $(CLUSTER)/faults.sh $(FAULTS)
 
-rbac-check: tools build ## Show every rule of deploy/clusterrole.yaml and deploy/role.yaml is needed: remove each, the least-privilege scenario must fail
+rbac-check: tools build ## Show every rule of deploy/base/clusterrole.yaml and deploy/base/role.yaml is needed: remove each, the least-privilege scenario must fail
 	$(WITH_CLUSTER) $(CLUSTER)/rbac-check.sh
 
 monitoring-check: promtool ## Check and unit-test deploy/monitoring's alert rules with promtool (the endpoints smoke scenario checks a live /metrics)

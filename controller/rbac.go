@@ -115,9 +115,11 @@ func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 	}, nil
 }
 
-// LeaseRole returns the Role that leader election needs in the namespace of
-// its Lease (the namespace is left to the deployment, kustomize sets it):
-// a namespaced Role, not a ClusterRole rule over every namespace's Leases.
+// LeaseRole returns the Role that leader election and a ring need in the
+// namespace of their Leases (the namespace is left to the deployment,
+// kustomize sets it): a namespaced Role, not a ClusterRole rule over every
+// namespace's Leases. A ring member also lists its ring's Leases and
+// deletes its own when it leaves.
 func LeaseRole(name string) *rbacv1.Role {
 	return &rbacv1.Role{
 		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
@@ -126,7 +128,7 @@ func LeaseRole(name string) *rbacv1.Role {
 			Labels: map[string]string{"app.kubernetes.io/name": "stencil"},
 		},
 		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"},
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "delete"},
 		}},
 	}
 }

@@ -26,7 +26,7 @@ func updateGolden() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// TestClusterRoleMatchesDeploy keeps deploy/clusterrole.yaml and ClusterRole
+// TestClusterRoleMatchesDeploy keeps deploy/base/clusterrole.yaml and ClusterRole
 // from drifting apart: the checked-in file is byte for byte what ClusterRole
 // (and so "stencil rbac --config crds/stencil.yaml") renders for the example
 // config. Run with -update to rewrite it.
@@ -43,7 +43,7 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "deploy", "clusterrole.yaml")
+	path := filepath.Join("..", "deploy", "base", "clusterrole.yaml")
 	if updateGolden() {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -60,7 +60,7 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path = filepath.Join("..", "deploy", "role.yaml")
+	path = filepath.Join("..", "deploy", "base", "role.yaml")
 	if updateGolden() {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // its templates, the one copy, as the ConfigMap crds/kustomization.yaml
 // generates. Every file the config names is a key of that ConfigMap (its
 // path with "-" for "/") and an item of the config volume in
-// deploy/deployment.yaml that maps the key back to the path, and nothing
+// deploy/base/deployment.yaml that maps the key back to the path, and nothing
 // else is; the ClusterRole in deploy/ is what stencil rbac prints for it.
 func TestDeployConfigIsTheExampleConfig(t *testing.T) {
 	cfg, err := gvr.Load("../../crds/stencil.yaml")
@@ -78,7 +78,7 @@ func TestDeployConfigIsTheExampleConfig(t *testing.T) {
 			} `json:"template"`
 		} `json:"spec"`
 	}
-	readYAML(t, "../../deploy/deployment.yaml", &deploy)
+	readYAML(t, "../../deploy/base/deployment.yaml", &deploy)
 	var items []string
 	for _, v := range deploy.Spec.Template.Spec.Volumes {
 		if v.ConfigMap != nil && v.ConfigMap.Name == "stencil-config" {
@@ -89,7 +89,7 @@ func TestDeployConfigIsTheExampleConfig(t *testing.T) {
 	}
 	slices.Sort(items)
 	if !slices.Equal(items, want) {
-		t.Errorf("deploy/deployment.yaml stencil-config volume items (key=path):\n%s\nwant:\n%s", strings.Join(items, "\n"), strings.Join(want, "\n"))
+		t.Errorf("deploy/base/deployment.yaml stencil-config volume items (key=path):\n%s\nwant:\n%s", strings.Join(items, "\n"), strings.Join(want, "\n"))
 	}
 
 	role, err := controller.ClusterRole("stencil", cfg)
@@ -100,12 +100,12 @@ func TestDeployConfigIsTheExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("../../deploy/clusterrole.yaml")
+	got, err := os.ReadFile("../../deploy/base/clusterrole.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, wantRole) {
-		t.Errorf("deploy/clusterrole.yaml is not what `stencil rbac --config crds/stencil.yaml` prints")
+		t.Errorf("deploy/base/clusterrole.yaml is not what `stencil rbac --config crds/stencil.yaml` prints")
 	}
 }
 

@@ -187,10 +187,10 @@ func TestRenderAmbiguousResource(t *testing.T) {
 func TestRBAC(t *testing.T) {
 	r := stencil(t, "", "rbac", "--config", exampleConfig)
 	r.expect(t, 0, []string{"kind: ClusterRole", "name: stencil", "webapps/status"}, nil)
-	want := read(t, filepath.Join("..", "..", "deploy", "clusterrole.yaml")) + "---\n" +
-		read(t, filepath.Join("..", "..", "deploy", "role.yaml"))
+	want := read(t, filepath.Join("..", "..", "deploy", "base", "clusterrole.yaml")) + "---\n" +
+		read(t, filepath.Join("..", "..", "deploy", "base", "role.yaml"))
 	if r.stdout != want {
-		t.Errorf("stencil rbac differs from deploy/clusterrole.yaml and deploy/role.yaml:\n%s", r.stdout)
+		t.Errorf("stencil rbac differs from deploy/base/clusterrole.yaml and deploy/base/role.yaml:\n%s", r.stdout)
 	}
 	stencil(t, "", "rbac", "--config", exampleConfig, "--name", "stencil-shard-a").
 		expect(t, 0, []string{"name: stencil-shard-a"}, nil)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rbac-check.sh shows that deploy/clusterrole.yaml and deploy/role.yaml (the
+# rbac-check.sh shows that deploy/base/clusterrole.yaml and deploy/base/role.yaml (the
 # leader-election Lease Role) hold no rule stencil can do without: for each
 # rule in turn it writes the role without that rule and runs the
 # least-privilege smoke scenario with it, which must fail. The plane runs the
@@ -46,7 +46,7 @@ check() {
     fi
   done
 }
-check "$root/deploy/clusterrole.yaml" STENCIL_SMOKE_CLUSTERROLE
-check "$root/deploy/role.yaml" STENCIL_SMOKE_ROLE
+check "$root/deploy/base/clusterrole.yaml" STENCIL_SMOKE_CLUSTERROLE
+check "$root/deploy/base/role.yaml" STENCIL_SMOKE_ROLE
 echo "rbac-check: $total rules, $unnoticed not needed by the scenario"
 [ "$unnoticed" = 0 ]

@@ -112,6 +112,13 @@ type process struct {
 // 100 QPS.
 func startProcess(b *testing.B, name, bin, config, ns string) *process {
 	b.Helper()
+	return startProcessArgs(b, name, bin, "--config", config, "--namespace", ns, "--workers", "2", "--qps", "500", "--burst", "1000")
+}
+
+// startProcessArgs runs bin run with args, its own metrics and health
+// addresses, and its log in .cluster/logs/bench-<name>.log.
+func startProcessArgs(b *testing.B, name, bin string, args ...string) *process {
+	b.Helper()
 	metricsAddr, healthAddr := freeAddr(b), freeAddr(b)
 	logs := filepath.Join(root, ".cluster", "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
@@ -121,8 +128,7 @@ func startProcess(b *testing.B, name, bin, config, ns string) *process {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--config", config, "--namespace", ns, "--workers", "2",
-		"--qps", "500", "--burst", "1000", "--metrics-addr", metricsAddr, "--health-addr", healthAddr)
+	cmd := exec.Command(bin, append(append([]string{"run"}, args...), "--metrics-addr", metricsAddr, "--health-addr", healthAddr)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

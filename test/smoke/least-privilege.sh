@@ -6,7 +6,7 @@
 # status, records events and prunes. STENCIL_SMOKE_CLUSTERROLE names another
 # ClusterRole file to try instead (to show that a missing rule fails): the
 # lib's waits fail as soon as the controller logs "forbidden"
-# (STENCIL_SMOKE_ROLE likewise for the Lease Role of deploy/role.yaml). The
+# (STENCIL_SMOKE_ROLE likewise for the Lease Role of deploy/base/role.yaml). The
 # plane runs the OwnerReferencesPermissionEnforcement admission plugin, as
 # OpenShift does, so blockOwnerDeletion needs the finalizers rule. The config is
 # crds/stencil.yaml, which the Deployment in deploy/ mounts (crds/kustomization.yaml).
@@ -15,8 +15,8 @@ source "$(dirname "$0")/lib.sh"
 
 use_namespace leastpriv
 install_crds
-role_file=${STENCIL_SMOKE_CLUSTERROLE:-$smoke_root/deploy/clusterrole.yaml}
-lease_role_file=${STENCIL_SMOKE_ROLE:-$smoke_root/deploy/role.yaml}
+role_file=${STENCIL_SMOKE_CLUSTERROLE:-$smoke_root/deploy/base/clusterrole.yaml}
+lease_role_file=${STENCIL_SMOKE_ROLE:-$smoke_root/deploy/base/role.yaml}
 role="stencil-smoke-$NS"
 user="system:serviceaccount:$NS:stencil"
 
@@ -28,7 +28,7 @@ step "a ServiceAccount bound to the ClusterRole of $(basename "$role_file") only
 kn create serviceaccount stencil >/dev/null
 sed -E "0,/^  name: .*/s//  name: $role/" "$role_file" | k apply -f - >/dev/null
 k create clusterrolebinding "$role" --clusterrole="$role" --serviceaccount="$NS:stencil" >/dev/null
-# The Lease Role of deploy/role.yaml, in the namespace of the Lease.
+# The Lease Role of deploy/base/role.yaml, in the namespace of the Lease.
 kn apply -f "$lease_role_file" >/dev/null
 kn create rolebinding stencil-leader-election --role=stencil-leader-election --serviceaccount="$NS:stencil" >/dev/null
 expect_eq "can $user update webapps" no "$(k auth can-i update webapps.apps.example.com -n "$NS" --as "$user" || true)"
@@ -81,7 +81,7 @@ step "kubectl apply -k deploy/ --dry-run=server is accepted"
 # A server-side dry run creates nothing, so the namespaced objects need
 # stencil-system to exist already; it is made here (and removed) if absent.
 if ! k get namespace stencil-system >/dev/null 2>&1; then
-  k apply -f "$smoke_root/deploy/namespace.yaml" >/dev/null
+  k apply -f "$smoke_root/deploy/base/namespace.yaml" >/dev/null
   defer "$KUBECTL" delete namespace stencil-system --wait=false
 fi
 out=$(k apply -k "$smoke_root/deploy/" --dry-run=server 2>&1) || fail "apply -k deploy/ --dry-run=server: $out"
