@@ -207,13 +207,17 @@ func (c *Controller) runRing(ctx context.Context) error {
 	if err := c.reg.Reshard(ctx, rs.shard(serverFilters)); err != nil {
 		return err
 	}
+	// The Lease is renewed until the workers have drained after SIGTERM:
+	// the loops end after runWorkers returns, not with ctx.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
 	reshard := make(chan struct{}, 1)
 	var loops sync.WaitGroup
-	loops.Go(func() { c.ringLoop(runCtx, rs, reshard) })
-	loops.Go(func() { c.reshardLoop(runCtx, rs, serverFilters, reshard) })
+	loops.Go(func() { c.ringLoop(loopCtx, rs, reshard) })
+	loops.Go(func() { c.reshardLoop(loopCtx, rs, serverFilters, reshard) })
 
 	err = c.runWorkers(runCtx, rs.tripped.Load)
-	stop()
+	stopLoops()
 	loops.Wait()
 	if rs.tripped.Load() {
 		return errRingLeaseLost
