@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -565,4 +566,43 @@ func TestRegistryStopsServingResourceWhoseCRDStopsServingItsVersion(t *testing.T
 	p.eventually("gizmos is served again, with a new watch", func() bool { return p.served(gizmoGVR) && watches() > before })
 	p.create(gizmoGVR, gizmo("h"))
 	p.eventually("the new Gizmo's Deployment is applied", func() bool { return p.applied(deploymentGVR, "h") })
+}
+
+// TestRegistryReshardKeepsOnlyTheShare: a ring member's informers hold
+// only its share's custom resources and children (the fake API, like a
+// server without sharded list and watch, ignores the shard selector: the
+// registry filters the streams itself), and a new share swaps every
+// informer for one of that share.
+func TestRegistryReshardKeepsOnlyTheShare(t *testing.T) {
+	path := writeConfig(t, t.TempDir(), registryConfig(t, false, false))
+	east, west := webapp("e", map[string]any{"replicas": int64(1), "image": "nginx"}), webapp("w", map[string]any{"replicas": int64(1), "image": "nginx"})
+	east.SetNamespace("east")
+	west.SetNamespace("west")
+	p := startPlane(t, path, false, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"), east, west)
+	p.eventually("both WebApps' Deployments are applied", func() bool { return p.applied(deploymentGVR, "e") && p.applied(deploymentGVR, "w") })
+
+	cached := func() (parents, children []string) {
+		for _, k := range p.c.reg.Keys(webappGVR) {
+			parents = append(parents, k.Namespace)
+		}
+		for _, inf := range p.c.reg.Child(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}).Informers {
+			for _, obj := range inf.GetStore().List() {
+				children = append(children, obj.(metav1.Object).GetNamespace())
+			}
+		}
+		slices.Sort(parents)
+		slices.Sort(children)
+		return parents, children
+	}
+	for _, share := range []string{"east", "west"} {
+		must(t, p.c.reg.Reshard(p.ctx, &registry.Shard{Holds: func(ns string) bool { return ns == share }}))
+		parents, children := cached()
+		if !slices.Equal(parents, []string{share}) || !slices.Equal(children, []string{share}) {
+			t.Fatalf("share %s: cached WebApps in %v, Deployments in %v; want only %s", share, parents, children, share)
+		}
+	}
+	must(t, p.c.reg.Reshard(p.ctx, &registry.Shard{Holds: func(string) bool { return true }}))
+	if parents, children := cached(); len(parents) != 2 || len(children) != 2 {
+		t.Fatalf("whole share: cached WebApps in %v, Deployments in %v; want both", parents, children)
+	}
 }

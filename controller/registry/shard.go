@@ -53,7 +53,9 @@ func (r *Registry) newInformer(g schema.GroupVersionResource, ns, labelSelector 
 	tweak := func(lo *metav1.ListOptions) {
 		lo.LabelSelector, lo.ShardSelector = labelSelector, s.Selector
 	}
-	return cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+	// The client says whether it serves streaming lists (a real API server
+	// does; the tests' fake does not), as dynamicinformer's informers say.
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
 			tweak(&lo)
 			list, err := client.List(ctx, lo)
@@ -77,7 +79,7 @@ func (r *Registry) newInformer(g schema.GroupVersionResource, ns, labelSelector 
 			}
 			return watch.Filter(w, inShare(s)), nil
 		},
-	}, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: g.String()})
+	}, r.opts.Dynamic), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: g.String()})
 }
 
 // newNamesInformer builds the metadata informer of every object of g in ns
@@ -91,7 +93,7 @@ func (r *Registry) newNamesInformer(g schema.GroupVersionResource, ns string) ca
 	if ns != metav1.NamespaceAll {
 		client = r.opts.Metadata.Resource(g).Namespace(ns)
 	}
-	return cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
 			lo.ShardSelector = s.Selector
 			list, err := client.List(ctx, lo)
@@ -115,7 +117,7 @@ func (r *Registry) newNamesInformer(g schema.GroupVersionResource, ns string) ca
 			}
 			return watch.Filter(w, inShare(s)), nil
 		},
-	}, &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{ObjectDescription: g.String() + " (names)"})
+	}, r.opts.Metadata), &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{ObjectDescription: g.String() + " (names)"})
 }
 
 // inShare keeps the watch events of objects in s, and every event that is
