@@ -108,7 +108,7 @@ EOF
   "$COUNTPROXY" --kubeconfig "$KUBECONFIG" "${args[@]}" >>"$FAULTS_LOGS/$SCENARIO-$NS-proxy.log" 2>&1 &
   PROXY_PID=$!
   local deadline=$((SECONDS + 10))
-  until port_busy "${PROXY_PORTS[a]}" && port_busy "${PROXY_PORTS[b]}"; do
+  until port_busy "${PROXY_PORTS[a]}" && port_busy "${PROXY_PORTS[b]}" && port_busy "${PROXY_PORTS[c]}"; do
     kill -0 "$PROXY_PID" 2>/dev/null || fail "countproxy exited: $(tail -n 5 "$FAULTS_LOGS/$SCENARIO-$NS-proxy.log")"
     ((SECONDS < deadline)) || fail "countproxy not listening after 10s"
     sleep 0.05

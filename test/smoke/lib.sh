@@ -101,11 +101,14 @@ install_crds() {
   k wait --for=condition=Established "${args[@]}" --timeout=60s >/dev/null
 }
 
-# free_port prints a loopback port nothing listens on.
+# free_port prints a loopback port nothing listens on, below the kernel's
+# ephemeral range (32768 and up on Linux): a port from that range can be
+# taken by an outgoing connection between this check and the bind (a
+# leader-pause run failed so: "bind: address already in use").
 free_port() {
   local p
   for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 20000))
+    p=$((20000 + RANDOM % 12000))
     if ! port_busy "$p"; then
       echo "$p"
       return
