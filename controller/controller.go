@@ -445,7 +445,10 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	c.reg.Start(runCtx)
 	syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.HasSynced()...) {
+	// c.reg.Synced asks the informers running at each poll, not those of
+	// the first call: a ring member's reshard replaces (and stops) them
+	// while this waits, and a stopped informer never syncs.
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.Synced) {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -454,7 +457,7 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	// The CRDs are known: start the served resources' informers, and wait
 	// for them too, so that the first reconciles see complete caches.
 	c.reg.Refresh(ctx)
-	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.HasSynced()...) {
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.Synced) {
 		if ctx.Err() != nil {
 			return nil
 		}
