@@ -149,7 +149,7 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	defer r.reloadMu.Unlock()
 	r.mu.Lock()
 	r.share.Store(s)
-	running, have, runCtx := maps.Clone(r.resources), maps.Clone(r.children), r.runCtx
+	running, have, runCtx, gen := maps.Clone(r.resources), maps.Clone(r.children), r.runCtx, r.childGen
 	r.mu.Unlock()
 
 	gate := &pending{}
@@ -210,26 +210,45 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.childGen != gen {
+		// Child informers were added meanwhile (a kind became served),
+		// under the context this would stop: build again from the new state.
+		discard()
+		return errors.New("registry: the child kinds changed during the reshard")
+	}
 	gate.committed.Store(true)
 	for g, pk := range next {
 		cur, ok := r.resources[g]
-		if !ok || cur != running[g] {
-			// A CRD change or a reload replaced the entry meanwhile, with
-			// informers built for s already: keep those.
+		if !ok || !sameInformers(cur.Informers, running[g].Informers) {
+			// A reload or a CRD that went and came back gave the entry
+			// informers of its own meanwhile, built for s already: keep them.
 			if pk.stop != nil {
 				pk.stop()
 			}
 			continue
 		}
+		// A CRD event may have copied the entry meanwhile (same informers,
+		// another Served): keep what it says, swap the informers.
+		swapped := *cur
+		swapped.Informers, swapped.stop = pk.Informers, pk.stop
 		if cur.stop != nil {
 			cur.stop()
 		}
-		r.resources[g] = pk
+		switch {
+		case cur.Running() && swapped.stop == nil:
+			r.startParentLocked(&swapped) // started since the snapshot
+		case !cur.Running() && swapped.stop != nil:
+			// Stopped since the snapshot: fresh informers for when it returns.
+			swapped.stop()
+			swapped.stop = nil
+			if err := r.makeParentInformers(ctx, &swapped, nil); err != nil {
+				klog.FromContext(ctx).Error(err, "Preparing informers", "gvr", g.String())
+			}
+		}
+		r.resources[g] = &swapped
 	}
 	for k, ck := range kids {
-		if r.children[k] == have[k] {
-			r.children[k] = ck
-		}
+		r.children[k] = ck
 	}
 	if r.stopChildren != nil {
 		r.stopChildren()
@@ -240,4 +259,17 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	r.childGen++
 	klog.FromContext(ctx).V(2).Info("Resharded the informers", "resources", len(next), "childKinds", len(kids))
 	return nil
+}
+
+// sameInformers reports whether a and b hold the same informers.
+func sameInformers(a, b map[string]cache.SharedIndexInformer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for ns, inf := range a {
+		if b[ns] != inf {
+			return false
+		}
+	}
+	return true
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 )
@@ -182,6 +183,21 @@ func runRingPhase(ctx context.Context, b *testing.B, admin dynamic.Interface, bi
 	for _, p := range procs {
 		p.stop(b)
 	}
+	// The next ring must not cache this one's children (they carry
+	// stencil's label, which is what the child informers select on).
+	for _, ns := range append(namespaces, name) {
+		if err := admin.Resource(namespaceGVR).Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			b.Fatal(err)
+		}
+	}
+	poll(b, 15*time.Minute, name+": its namespaces gone", func() (bool, error) {
+		for _, ns := range namespaces {
+			if _, err := admin.Resource(namespaceGVR).Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	return f
 }
 
