@@ -166,6 +166,13 @@ func runRingPhase(ctx context.Context, b *testing.B, admin dynamic.Interface, bi
 			b.Fatal(err)
 		}
 	}
+	total := 0
+	for _, c := range f.cached {
+		total += c
+	}
+	if total != n {
+		b.Errorf("%s: the members cache %v WebApps, %d in all; want each of the %d cached by exactly one", name, f.cached, total, n)
+	}
 	var parts []string
 	for _, v := range slices.Sorted(func(yield func(string) bool) {
 		for k := range verbs {
