@@ -150,6 +150,27 @@ func startPlaneKube(t *testing.T, path string, forbidConfigMaps bool, kube Kube,
 		}
 		return false, nil, nil
 	}
+	// (Prepended first, so that the denial of configmaps below comes
+	// before it.) Each watch gets its own objects, as from a real API server: the
+	// tracker hands a new watch the objects it stores, not copies, and a
+	// cache transform (stripChild) then raced the tracker's own reads once
+	// two informers watched one resource (a reshard swaps them).
+	p.client.PrependWatchReactor("*", func(action core.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(core.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := p.client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Object != nil {
+				e.Object = e.Object.DeepCopyObject()
+			}
+			return e, true
+		}), nil
+	})
 	p.client.PrependReactor("list", "configmaps", denied)
 	p.client.PrependWatchReactor("configmaps", func(action core.Action) (bool, watch.Interface, error) {
 		handled, _, err := denied(action)
