@@ -158,9 +158,9 @@ func TestWriteTextGroupsIdenticalChanges(t *testing.T) {
 	}
 	want := `+ create 1 Service
     on b/w4
-~ update 2 Deployments: spec.template.spec.containers[name=web].image nginx:1.27 -> nginx:1.28
+~ update 2 Deployments: spec.template.spec.containers[name=web].image nginx:1.27 -> nginx:1.28 (pods roll)
     on a/w1, a/w2
-~ update 1 Deployment: spec.template.spec.containers[name=web].image nginx:1.26 -> nginx:1.28
+~ update 1 Deployment: spec.template.spec.containers[name=web].image nginx:1.26 -> nginx:1.28 (pods roll)
     on b/w3
 - prune 1 ConfigMap
     on a/w1-config
@@ -270,5 +270,19 @@ current-context: c
 	}
 	if !strings.Contains(stderr.String(), "stencil diff: ") {
 		t.Errorf("stderr = %q", stderr.String())
+	}
+}
+
+func TestPodsRollOnlyOnAPodTemplateChange(t *testing.T) {
+	replicas := childDiff{Parent: parentRef{"webapps", "a", "w1"}, Kind: "Deployment", Namespace: "a", Name: "w1", Action: actionUpdate,
+		Changes: []fieldChange{{Path: "spec.replicas", Old: int64(1), New: int64(2), HasOld: true, HasNew: true}}}
+	port := childDiff{Parent: parentRef{"webapps", "a", "w1"}, Kind: "Service", Namespace: "a", Name: "w1", Action: actionUpdate,
+		Changes: []fieldChange{{Path: "spec.template.x", Old: "a", New: "b", HasOld: true, HasNew: true}}}
+	var out bytes.Buffer
+	if err := writeText(&out, &diffReport{Children: []childDiff{replicas, port, imageUpdate("a", "w2", "x:1", "x:2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(out.String(), "(pods roll)"); got != 1 {
+		t.Errorf("want (pods roll) on the image change alone, got %d in:\n%s", got, out.String())
 	}
 }

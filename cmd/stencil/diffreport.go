@@ -320,13 +320,17 @@ func writeText(w io.Writer, r *diffReport) error {
 	symbol := map[string]string{actionCreate: "+", actionUpdate: "~", actionPrune: "-"}
 	for _, g := range groupChildren(r.Children) {
 		fmt.Fprintf(&b, "%s %s %d %s", symbol[g.action], g.action, len(g.objects), kindNoun(g.kind, len(g.objects)))
+		roll := ""
+		if g.action == actionUpdate && rollsPods(g.kind, g.changes) {
+			roll = " (pods roll)"
+		}
 		switch len(g.changes) {
 		case 0:
 			b.WriteString("\n")
 		case 1:
-			fmt.Fprintf(&b, ": %s\n", g.changes[0])
+			fmt.Fprintf(&b, ": %s%s\n", g.changes[0], roll)
 		default:
-			b.WriteString(":\n")
+			b.WriteString(roll + ":\n")
 			for _, c := range g.changes {
 				fmt.Fprintf(&b, "    %s\n", c)
 			}
@@ -350,6 +354,24 @@ func writeText(w io.Writer, r *diffReport) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// rollsPods reports whether changes touch the pod template of a workload
+// kind whose controller replaces its pods when the template changes: the
+// reader of a plan needs to see which changes restart pods, not only which
+// fields move.
+func rollsPods(kind string, changes []fieldChange) bool {
+	switch kind {
+	case "Deployment", "StatefulSet", "DaemonSet":
+	default:
+		return false
+	}
+	for _, c := range changes {
+		if strings.HasPrefix(c.Path, "spec.template.") {
+			return true
+		}
+	}
+	return false
 }
 
 // kindNoun is the kind, in the plural for n != 1, for reading only.

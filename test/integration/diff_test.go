@@ -190,7 +190,7 @@ func TestDiff(t *testing.T) {
 	}
 
 	status, out = runDiff(t, changed, ns)
-	if status != 1 || !strings.Contains(out, "~ update 3 Deployments: spec.template.spec.containers[name=web].image registry.k8s.io/pause:3.10 -> registry.k8s.io/pause:3.9\n") ||
+	if status != 1 || !strings.Contains(out, "~ update 3 Deployments: spec.template.spec.containers[name=web].image registry.k8s.io/pause:3.10 -> registry.k8s.io/pause:3.9 (pods roll)\n") ||
 		!strings.Contains(out, "0 to create, 3 to update, 0 to prune, 3 unchanged, 0 render failures\n") {
 		t.Errorf("text diff of an image change: exit %d, want 1 and the grouped image line and summary", status)
 	}
