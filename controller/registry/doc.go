@@ -14,7 +14,8 @@
 // watches.go (configured resources and the CRD informer), children.go
 // (child kinds), reload.go (prepare, commit, discard), crd.go (the stripped
 // CRD cache), schema.go (status pruning by schema), access.go
-// (SelfSubjectAccessReviews).
+// (SelfSubjectAccessReviews), shard.go (a ring member's share-limited
+// informers and Reshard).
 //
 // The choice a newcomer may question: which resources are served comes
 // from an informer on the CRD objects, stripped to a few fields, not from
