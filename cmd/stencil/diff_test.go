@@ -276,10 +276,10 @@ current-context: c
 func TestPodsRollOnlyOnAPodTemplateChange(t *testing.T) {
 	replicas := childDiff{Parent: parentRef{"webapps", "a", "w1"}, Kind: "Deployment", Namespace: "a", Name: "w1", Action: actionUpdate,
 		Changes: []fieldChange{{Path: "spec.replicas", Old: int64(1), New: int64(2), HasOld: true, HasNew: true}}}
-	port := childDiff{Parent: parentRef{"webapps", "a", "w1"}, Kind: "Service", Namespace: "a", Name: "w1", Action: actionUpdate,
+	service := childDiff{Parent: parentRef{"webapps", "a", "w1"}, Kind: "Service", Namespace: "a", Name: "w1", Action: actionUpdate,
 		Changes: []fieldChange{{Path: "spec.template.x", Old: "a", New: "b", HasOld: true, HasNew: true}}}
 	var out bytes.Buffer
-	if err := writeText(&out, &diffReport{Children: []childDiff{replicas, port, imageUpdate("a", "w2", "x:1", "x:2")}}); err != nil {
+	if err := writeText(&out, &diffReport{Children: []childDiff{replicas, service, imageUpdate("a", "w2", "x:1", "x:2")}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Count(out.String(), "(pods roll)"); got != 1 {
