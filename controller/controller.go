@@ -188,6 +188,7 @@ type Controller struct {
 	recentlyCreated sync.Map // types.UID -> createdKey
 	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
 	statusMemo      statusMemo
+	refusals        refusalMemo
 	rollouts        rollouts
 	terminating     terminatingNamespaces
 	health          *health
@@ -514,6 +515,9 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// Refused renders are sent once more: a refusal can hinge on
+			// other objects (refusalMemo).
+			c.refusals.reset()
 			n := c.EnqueueAll()
 			klog.FromContext(ctx).V(4).Info("Periodic resync", "enqueued", n)
 		}

@@ -89,6 +89,7 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		}
 		c.guard.forget(key)
 		c.statusMemo.forget(key)
+		c.refusals.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -274,7 +275,12 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if err != nil {
 		return childResult{err: err}
 	}
+	ref := childRef{gvk: gvk, name: want.GetName()}
 	if live == nil {
+		if err := c.refusals.get(key, ref, hash); err != nil {
+			logger.V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
+			return childResult{err: err}
+		}
 		if err := c.mayWrite(want.GetNamespace()); err != nil {
 			return childResult{end: true, err: err}
 		}
@@ -287,8 +293,9 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		case taken:
 			return childResult{conflict: conflict}
 		case err != nil:
-			return childResult{err: applyError(want, err)}
+			return childResult{err: c.applyFailed(key, ref, hash, want, err)}
 		}
+		c.refusals.clear(key, ref)
 		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
 		ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
 		c.recentlyCreated.Store(created.GetUID(), ckey)
@@ -307,6 +314,10 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	}
 	if d.kind == inSync {
 		return childResult{live: live}
+	}
+	if err := c.refusals.get(key, ref, hash); err != nil {
+		logger.V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
+		return childResult{err: err}
 	}
 	if d.kind != templateChanged && !c.guard.allow(key) {
 		// Same template output, yet a field stencil sets was taken or
@@ -336,8 +347,9 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		c.terminating.mark(want.GetNamespace())
 		return childResult{end: true}
 	case err != nil:
-		return childResult{err: applyError(want, err)}
+		return childResult{err: c.applyFailed(key, ref, hash, want, err)}
 	}
+	c.refusals.clear(key, ref)
 	c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
 	if applied.GetResourceVersion() == live.GetResourceVersion() {
 		// The server found nothing to change: no event for a no-op.
@@ -346,6 +358,17 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	}
 	logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: applied, change: reasonUpdated}
+}
+
+// applyFailed wraps a failed create or apply of want (applyError) and, when
+// the API server refused the object itself, remembers the refusal so that
+// the same render is not sent again (refusalMemo).
+func (c *Controller) applyFailed(key Key, ref childRef, hash string, want *unstructured.Unstructured, err error) error {
+	err = applyError(want, err)
+	if IsTerminal(err) {
+		c.refusals.set(key, ref, hash, err)
+	}
+	return err
 }
 
 // applyError wraps a failed create or apply of want, terminal when the API

@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"sync"
+)
+
+// refusalMemo remembers the renders the API server refused for their content
+// (isRejected: invalid, too large), per custom resource and child, so that
+// the same object is sent once, not once per sync. A resource is synced again
+// by every event of its children (a sibling's status written by its own
+// controller, say), and each of those syncs would otherwise send the refused
+// object again: the fault suite's bad-input scenario counted 3 to 4 sends
+// per refused child before this memo, depending on how many status updates
+// a sibling Deployment got.
+//
+// A refusal stands until the render of that child changes (a new spec or
+// template gives a new hash) or the periodic resync, which clears the memo:
+// a refusal can hinge on other objects (a nodePort another Service holds), so
+// it is asked again then, not never.
+type refusalMemo struct {
+	mu      sync.Mutex
+	refused map[Key]map[childRef]refusal
+}
+
+// refusal is one refused render of a child: its hash and the error the
+// sync reports again for as long as the render stays the same.
+type refusal struct {
+	hash string
+	err  error
+}
+
+// get returns the error the render of child with hash was refused with, or
+// nil when it was not (or was refused with another render).
+func (m *refusalMemo) get(key Key, child childRef, hash string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.refused[key][child]; ok && r.hash == hash {
+		return r.err
+	}
+	return nil
+}
+
+// set records that the render of child with hash was refused with err.
+func (m *refusalMemo) set(key Key, child childRef, hash string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refused == nil {
+		m.refused = map[Key]map[childRef]refusal{}
+	}
+	if m.refused[key] == nil {
+		m.refused[key] = map[childRef]refusal{}
+	}
+	m.refused[key][child] = refusal{hash: hash, err: err}
+}
+
+// clear drops the refusal of child, once a render of it was written.
+func (m *refusalMemo) clear(key Key, child childRef) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if byChild, ok := m.refused[key]; ok {
+		delete(byChild, child)
+		if len(byChild) == 0 {
+			delete(m.refused, key)
+		}
+	}
+}
+
+// forget drops a deleted resource.
+func (m *refusalMemo) forget(key Key) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.refused, key)
+}
+
+// reset drops every refusal: the periodic resync asks the API server again.
+func (m *refusalMemo) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refused = nil
+}

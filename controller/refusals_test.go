@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// A child the API server refuses for its content is sent once per render:
+// the syncs its siblings' events bring do not send it again, a new render
+// does, and so does the periodic resync (a refusal can hinge on other
+// objects, as a taken nodePort does).
+func TestRefusedChildIsSentOncePerRender(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)})
+	f.cache = append(f.cache, p)
+	f.api = append(f.api, p)
+	f.newController(ctx)
+	f.client.PrependReactor("patch", "services", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "demo", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("nodePort"), 30080, "provided port is already allocated")})
+	})
+	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
+	sends := func() int {
+		n := 0
+		for _, a := range f.client.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "services" {
+				n++
+			}
+		}
+		return n
+	}
+	sync := func(step string, want int) {
+		t.Helper()
+		err := f.c.sync(ctx, key)
+		if !IsTerminal(err) {
+			t.Fatalf("%s: err = %v, want the terminal refusal", step, err)
+		}
+		if got := sends(); got != want {
+			t.Errorf("%s: the Service was sent %d times in all, want %d", step, got, want)
+		}
+	}
+
+	sync("first sync", 1)
+	sync("a sibling's event", 1)
+	sync("another sibling's event", 1)
+
+	changed := p.DeepCopy()
+	changed.Object["spec"].(map[string]any)["port"] = int64(8080)
+	changed.SetResourceVersion("2")
+	must(t, f.c.reg.Parent(webappGVR).Informers[""].GetIndexer().Update(changed))
+	sync("a new render", 2)
+	sync("the new render again", 2)
+
+	f.c.refusals.reset()
+	sync("after the periodic resync", 3)
+
+	must(t, f.c.reg.Parent(webappGVR).Informers[""].GetIndexer().Delete(changed))
+	if err := f.c.sync(ctx, key); err != nil {
+		t.Fatalf("deleted resource: err = %v", err)
+	}
+	if n := len(f.c.refusals.refused); n != 0 {
+		t.Errorf("after the resource was deleted, the memo holds %d resources, want 0", n)
+	}
+}
