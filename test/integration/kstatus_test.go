@@ -186,8 +186,9 @@ func TestKstatus(t *testing.T) {
 
 	// Every state written, neither a forced resync nor a restart writes
 	// status: the status stencil computes equals the one it wrote,
-	// conditions included. (The terminal ApplyFailed tries its apply again,
-	// which the API server rejects and which persists nothing.)
+	// conditions included. The Service the API server refused (ApplyFailed,
+	// a taken node port) is not sent again by the same process: its render
+	// has not changed (refusalMemo); a restarted process sends it once.
 	r.settle(t, 0, 6)
 	cnt.reset()
 	before := r.counterValue(t, "stencil_reconcile_total")
@@ -199,6 +200,9 @@ func TestKstatus(t *testing.T) {
 	t.Logf("resync over every state: mutating requests %v", by)
 	if n := by["PATCH webapps/status"]; n != 0 {
 		t.Errorf("a resync with nothing changed made %d status patches, want 0", n)
+	}
+	if n := by["PATCH services"]; n != 0 {
+		t.Errorf("a resync with nothing changed sent the refused Service %d times, want 0", n)
 	}
 	r.stop(t)
 	cnt.reset()
