@@ -2,6 +2,8 @@ package controller
 
 import (
 	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // refusalMemo remembers the renders the API server refused for their content
@@ -13,35 +15,48 @@ import (
 // per refused child before this memo, depending on how many status updates
 // a sibling Deployment got.
 //
-// A refusal stands until the render of that child changes (a new spec or
-// template gives a new hash) or the periodic resync, which clears the memo:
-// a refusal can hinge on other objects (a nodePort another Service holds), so
-// it is asked again then, not never.
+// A refusal stands while the render of that child (its hash) and the live
+// object it was sent against (absent, or its UID and resourceVersion) stay
+// the same: a new spec or template, or a child deleted or edited by hand (to
+// clear an immutable field, say), sends the render again at once. The
+// periodic resync clears the memo: a refusal can hinge on other objects (a
+// nodePort another Service holds), so it is asked again then, not never.
 type refusalMemo struct {
 	mu      sync.Mutex
 	refused map[Key]map[childRef]refusal
 }
 
-// refusal is one refused render of a child: its hash and the error the
-// sync reports again for as long as the render stays the same.
+// refusal is one refused render of a child: its hash and the live object's
+// version it was sent against, and the error the sync reports again while
+// both stay the same.
 type refusal struct {
-	hash string
-	err  error
+	hash, against string
+	err           error
 }
 
-// get returns the error the render of child with hash was refused with, or
-// nil when it was not (or was refused with another render).
-func (m *refusalMemo) get(key Key, child childRef, hash string) error {
+// liveVersion names the live object a render is sent against: "" when none
+// exists, else its UID and resourceVersion.
+func liveVersion(live *unstructured.Unstructured) string {
+	if live == nil {
+		return ""
+	}
+	return string(live.GetUID()) + "/" + live.GetResourceVersion()
+}
+
+// get returns the error the render of child with hash was refused with
+// against the live version against, or nil when it was not.
+func (m *refusalMemo) get(key Key, child childRef, hash, against string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.refused[key][child]; ok && r.hash == hash {
+	if r, ok := m.refused[key][child]; ok && r.hash == hash && r.against == against {
 		return r.err
 	}
 	return nil
 }
 
-// set records that the render of child with hash was refused with err.
-func (m *refusalMemo) set(key Key, child childRef, hash string, err error) {
+// set records that the render of child with hash, sent against the live
+// version against, was refused with err.
+func (m *refusalMemo) set(key Key, child childRef, hash, against string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.refused == nil {
@@ -50,7 +65,7 @@ func (m *refusalMemo) set(key Key, child childRef, hash string, err error) {
 	if m.refused[key] == nil {
 		m.refused[key] = map[childRef]refusal{}
 	}
-	m.refused[key][child] = refusal{hash: hash, err: err}
+	m.refused[key][child] = refusal{hash: hash, against: against, err: err}
 }
 
 // clear drops the refusal of child, once a render of it was written.

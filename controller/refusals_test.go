@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,5 +69,56 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	}
 	if n := len(f.c.refusals.refused); n != 0 {
 		t.Errorf("after the resource was deleted, the memo holds %d resources, want 0", n)
+	}
+}
+
+// A refused update of a child that exists is sent again once the live child
+// changes (edited or replaced by hand to clear what made the API server
+// refuse it), not only when the render does.
+func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	p = p.DeepCopy()
+	p.Object["spec"].(map[string]any)["port"] = int64(8080)
+	p.SetGeneration(2)
+	f.cache = append(f.cache, p)
+	f.cache = append(f.cache, children...)
+	f.newController(ctx)
+	f.client.PrependReactor("patch", "services", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "demo", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("name"), "http", "Duplicate value")})
+	})
+	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
+	sends := func() int {
+		n := 0
+		for _, a := range f.client.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "services" {
+				n++
+			}
+		}
+		return n
+	}
+	for i, want := range []int{1, 1} {
+		if err := f.c.sync(ctx, key); !IsTerminal(err) {
+			t.Fatalf("sync %d: err = %v, want the terminal refusal", i+1, err)
+		}
+		if got := sends(); got != want {
+			t.Errorf("sync %d: the Service was sent %d times in all, want %d", i+1, got, want)
+		}
+	}
+	var svc *unstructured.Unstructured
+	for _, c := range children {
+		if c.GetKind() == "Service" {
+			svc = c.DeepCopy()
+		}
+	}
+	svc.SetResourceVersion(svc.GetResourceVersion() + "9")
+	must(t, f.c.reg.Child(svc.GroupVersionKind()).Informers[""].GetIndexer().Update(svc))
+	if err := f.c.sync(ctx, key); !IsTerminal(err) {
+		t.Fatalf("after the hand edit: err = %v, want the terminal refusal", err)
+	}
+	if got := sends(); got != 2 {
+		t.Errorf("after the hand edit: the Service was sent %d times in all, want 2", got)
 	}
 }

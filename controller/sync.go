@@ -277,7 +277,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	}
 	ref := childRef{gvk: gvk, name: want.GetName()}
 	if live == nil {
-		if err := c.refusals.get(key, ref, hash); err != nil {
+		if err := c.refusals.get(key, ref, hash, liveVersion(live)); err != nil {
 			logger.V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
 			return childResult{err: err}
 		}
@@ -293,7 +293,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		case taken:
 			return childResult{conflict: conflict}
 		case err != nil:
-			return childResult{err: c.applyFailed(key, ref, hash, want, err)}
+			return childResult{err: c.applyFailed(key, ref, hash, liveVersion(live), want, err)}
 		}
 		c.refusals.clear(key, ref)
 		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
@@ -315,7 +315,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if d.kind == inSync {
 		return childResult{live: live}
 	}
-	if err := c.refusals.get(key, ref, hash); err != nil {
+	if err := c.refusals.get(key, ref, hash, liveVersion(live)); err != nil {
 		logger.V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
 		return childResult{err: err}
 	}
@@ -347,7 +347,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		c.terminating.mark(want.GetNamespace())
 		return childResult{end: true}
 	case err != nil:
-		return childResult{err: c.applyFailed(key, ref, hash, want, err)}
+		return childResult{err: c.applyFailed(key, ref, hash, liveVersion(live), want, err)}
 	}
 	c.refusals.clear(key, ref)
 	c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
@@ -363,10 +363,10 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 // applyFailed wraps a failed create or apply of want (applyError) and, when
 // the API server refused the object itself, remembers the refusal so that
 // the same render is not sent again (refusalMemo).
-func (c *Controller) applyFailed(key Key, ref childRef, hash string, want *unstructured.Unstructured, err error) error {
+func (c *Controller) applyFailed(key Key, ref childRef, hash, against string, want *unstructured.Unstructured, err error) error {
 	err = applyError(want, err)
 	if IsTerminal(err) {
-		c.refusals.set(key, ref, hash, err)
+		c.refusals.set(key, ref, hash, against, err)
 	}
 	return err
 }
