@@ -29,15 +29,7 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("nodePort"), 30080, "provided port is already allocated")})
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
-	sends := func() int {
-		n := 0
-		for _, a := range f.client.Actions() {
-			if a.GetVerb() == "patch" && a.GetResource().Resource == "services" {
-				n++
-			}
-		}
-		return n
-	}
+	sends := func() int { return f.patches("services") }
 	sync := func(step string, want int) {
 		t.Helper()
 		err := f.c.sync(ctx, key)
@@ -90,15 +82,7 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("name"), "http", "Duplicate value")})
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
-	sends := func() int {
-		n := 0
-		for _, a := range f.client.Actions() {
-			if a.GetVerb() == "patch" && a.GetResource().Resource == "services" {
-				n++
-			}
-		}
-		return n
-	}
+	sends := func() int { return f.patches("services") }
 	for i, want := range []int{1, 1} {
 		if err := f.c.sync(ctx, key); !IsTerminal(err) {
 			t.Fatalf("sync %d: err = %v, want the terminal refusal", i+1, err)
@@ -121,4 +105,16 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	if got := sends(); got != 2 {
 		t.Errorf("after the hand edit: the Service was sent %d times in all, want 2", got)
 	}
+}
+
+// patches counts the patches (applies included) the fake client was sent for
+// resource.
+func (f *fixture) patches(resource string) int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == resource {
+			n++
+		}
+	}
+	return n
 }
