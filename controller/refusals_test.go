@@ -20,7 +20,7 @@ import (
 func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)})
+	p := webapp("demo", demoSpec())
 	f.cache = append(f.cache, p)
 	f.api = append(f.api, p)
 	f.newController(ctx)
@@ -29,14 +29,13 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("nodePort"), 30080, "provided port is already allocated")})
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
-	sends := func() int { return f.patches("services") }
 	sync := func(step string, want int) {
 		t.Helper()
 		err := f.c.sync(ctx, key)
 		if !IsTerminal(err) {
 			t.Fatalf("%s: err = %v, want the terminal refusal", step, err)
 		}
-		if got := sends(); got != want {
+		if got := f.patches("services"); got != want {
 			t.Errorf("%s: the Service was sent %d times in all, want %d", step, got, want)
 		}
 	}
@@ -70,7 +69,7 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
+	p, children := converged(t, webapp("demo", demoSpec()))
 	p = p.DeepCopy()
 	p.Object["spec"].(map[string]any)["port"] = int64(8080)
 	p.SetGeneration(2)
@@ -82,12 +81,11 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("name"), "http", "Duplicate value")})
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
-	sends := func() int { return f.patches("services") }
 	for i, want := range []int{1, 1} {
 		if err := f.c.sync(ctx, key); !IsTerminal(err) {
 			t.Fatalf("sync %d: err = %v, want the terminal refusal", i+1, err)
 		}
-		if got := sends(); got != want {
+		if got := f.patches("services"); got != want {
 			t.Errorf("sync %d: the Service was sent %d times in all, want %d", i+1, got, want)
 		}
 	}
@@ -102,7 +100,7 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	if err := f.c.sync(ctx, key); !IsTerminal(err) {
 		t.Fatalf("after the hand edit: err = %v, want the terminal refusal", err)
 	}
-	if got := sends(); got != 2 {
+	if got := f.patches("services"); got != 2 {
 		t.Errorf("after the hand edit: the Service was sent %d times in all, want 2", got)
 	}
 }

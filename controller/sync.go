@@ -277,8 +277,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	}
 	ref := childRef{gvk: gvk, name: want.GetName()}
 	if live == nil {
-		if err := c.refusals.get(key, ref, hash, liveVersion(live)); err != nil {
-			logger.V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
+		if err := c.refusedBefore(ctx, key, ref, hash, live, want); err != nil {
 			return childResult{err: err}
 		}
 		if err := c.mayWrite(want.GetNamespace()); err != nil {
@@ -293,7 +292,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		case taken:
 			return childResult{conflict: conflict}
 		case err != nil:
-			return childResult{err: c.applyFailed(key, ref, hash, liveVersion(live), want, err)}
+			return childResult{err: c.applyFailed(key, ref, hash, live, want, err)}
 		}
 		c.refusals.clear(key, ref)
 		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
@@ -315,8 +314,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if d.kind == inSync {
 		return childResult{live: live}
 	}
-	if err := c.refusals.get(key, ref, hash, liveVersion(live)); err != nil {
-		logger.V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
+	if err := c.refusedBefore(ctx, key, ref, hash, live, want); err != nil {
 		return childResult{err: err}
 	}
 	if d.kind != templateChanged && !c.guard.allow(key) {
@@ -347,7 +345,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		c.terminating.mark(want.GetNamespace())
 		return childResult{end: true}
 	case err != nil:
-		return childResult{err: c.applyFailed(key, ref, hash, liveVersion(live), want, err)}
+		return childResult{err: c.applyFailed(key, ref, hash, live, want, err)}
 	}
 	c.refusals.clear(key, ref)
 	c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
@@ -360,13 +358,25 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	return childResult{live: applied, change: reasonUpdated}
 }
 
-// applyFailed wraps a failed create or apply of want (applyError) and, when
-// the API server refused the object itself, remembers the refusal so that
-// the same render is not sent again (refusalMemo).
-func (c *Controller) applyFailed(key Key, ref childRef, hash, against string, want *unstructured.Unstructured, err error) error {
+// refusedBefore returns the error the API server refused this render of the
+// child with, when it was sent against the same live object (nil: none
+// exists) before; it is then not sent again (refusalMemo).
+func (c *Controller) refusedBefore(ctx context.Context, key Key, ref childRef, hash string, live, want *unstructured.Unstructured) error {
+	err := c.refusals.get(key, ref, hash, liveVersion(live))
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
+	}
+	return err
+}
+
+// applyFailed wraps a failed create or apply of want against live (nil: none
+// existed) (applyError) and, when the API server refused the object itself,
+// remembers the refusal so that the same render is not sent again
+// (refusalMemo).
+func (c *Controller) applyFailed(key Key, ref childRef, hash string, live, want *unstructured.Unstructured, err error) error {
 	err = applyError(want, err)
 	if IsTerminal(err) {
-		c.refusals.set(key, ref, hash, against, err)
+		c.refusals.set(key, ref, hash, liveVersion(live), err)
 	}
 	return err
 }
