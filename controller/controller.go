@@ -180,18 +180,14 @@ type Controller struct {
 	broadcaster record.EventBroadcaster
 	guard       *fightGuard
 	dryRuns     dryRunMemo
-	// recentlyCreated holds the children stencil created that the caches
-	// have not shown yet (by UID, and by kind/namespace/name in
-	// createdNames): the expectations of Kubernetes' own controllers. A sync
-	// that runs before the cache catches up (woken by a sibling child's
-	// event) finds them here instead of creating them again.
-	recentlyCreated sync.Map // types.UID -> createdKey
-	createdNames    sync.Map // createdKey -> *unstructured.Unstructured
-	statusMemo      statusMemo
-	refusals        refusalMemo
-	rollouts        rollouts
-	terminating     terminatingNamespaces
-	health          *health
+	// expect holds stencil's own writes that the caches have not shown
+	// yet: a sync never decides a write from a view older than them.
+	expect      *expectations
+	statusMemo  statusMemo
+	refusals    refusalMemo
+	rollouts    rollouts
+	terminating terminatingNamespaces
+	health      *health
 	// fence, under leader election or in a ring, says whether this replica
 	// may still write for a namespace (see fencedLock, ringState); nil
 	// otherwise.
@@ -229,6 +225,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
 		guard:        newFightGuard(opts.FightBurst, opts.FightInterval),
+		expect:       newExpectations(),
 		health:       &health{},
 		leaseTimings: defaultLeaseTimings,
 	}
@@ -297,14 +294,21 @@ func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionRes
 		c.queue.Add(Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
+		AddFunc: func(obj any) {
+			c.expect.observe(obj)
+			enqueue(obj)
+		},
 		UpdateFunc: func(old, cur any) {
 			if sameResourceVersion(old, cur) {
 				return
 			}
+			c.expect.observe(cur)
 			enqueue(cur)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			c.expect.gone(unwrapTombstone(obj))
+			enqueue(obj)
+		},
 	}
 }
 
@@ -319,20 +323,21 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in child informer")
 			return
 		}
-		// The cache has caught up with stencil's own create.
-		if ckey, ok := c.recentlyCreated.LoadAndDelete(m.GetUID()); ok {
-			c.createdNames.Delete(ckey)
-		}
 		if key, ok := c.resolveControllerRef(m.GetNamespace(), metav1.GetControllerOf(m)); ok {
 			c.queue.Add(key)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
+		AddFunc: func(obj any) {
+			// The cache may now show a write stencil made.
+			c.expect.observe(obj)
+			enqueue(obj)
+		},
 		UpdateFunc: func(old, cur any) {
 			if sameResourceVersion(old, cur) {
 				return
 			}
+			c.expect.observe(cur)
 			if om, err := meta.Accessor(old); err == nil {
 				if cm, err := meta.Accessor(cur); err == nil {
 					oldRef, curRef := metav1.GetControllerOf(om), metav1.GetControllerOf(cm)
@@ -344,9 +349,8 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 			enqueue(cur)
 		},
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
+			obj = unwrapTombstone(obj)
+			c.expect.gone(obj)
 			if m, err := meta.Accessor(obj); err == nil {
 				// A deleted child's dry run is never asked again: the memo
 				// stays bounded by the children that exist.
@@ -367,6 +371,15 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 	return Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
 }
 
+// unwrapTombstone returns the last known state of an object whose deletion
+// the watch missed, or obj itself.
+func unwrapTombstone(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
 func sameResourceVersion(old, cur any) bool {
 	om, err1 := meta.Accessor(old)
 	cm, err2 := meta.Accessor(cur)
@@ -376,6 +389,7 @@ func sameResourceVersion(old, cur any) bool {
 // EnqueueAll adds every cached custom resource to the queue: the periodic
 // resync, also used by tests to force one.
 func (c *Controller) EnqueueAll() int {
+	c.expect.sweep()
 	n := 0
 	for _, g := range c.reg.GVRs() {
 		n += c.enqueueResource(g)

@@ -500,43 +500,6 @@ func TestDeletedResourceEndsQuietly(t *testing.T) {
 	expectActions(t, actions)
 }
 
-func TestFightingWriterIsRateLimited(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
-	children[0] = serverUpdate(t, children[0], "kubectl-set", func(u *unstructured.Unstructured) {
-		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
-		containers[0].(map[string]any)["image"] = "reverted"
-		must(t, unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers"))
-	})
-	f.cache = append(f.cache, p)
-	f.cache = append(f.cache, children...)
-	f.newController(ctx)
-	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
-	// The cache keeps showing the reverted field: every sync is a correction.
-	for range 20 {
-		must(t, f.c.sync(ctx, key))
-	}
-	applies := 0
-	var lastStatus core.PatchAction
-	for _, a := range f.client.Actions() {
-		if p, ok := a.(core.PatchAction); ok {
-			if p.GetPatchType() == types.ApplyPatchType {
-				applies++
-			} else {
-				lastStatus = p
-			}
-		}
-	}
-	if applies != f.c.opts.FightBurst {
-		t.Errorf("20 syncs against a reverting writer made %d applies, want the burst of %d", applies, f.c.opts.FightBurst)
-	}
-	if lastStatus == nil || !strings.Contains(string(lastStatus.GetPatch()), ConditionThrottled) ||
-		!strings.Contains(string(lastStatus.GetPatch()), "kubectl-set") {
-		t.Errorf("status does not report the throttling by kubectl-set: %v", lastStatus)
-	}
-}
-
 func expectEvent(t *testing.T, r *record.FakeRecorder, prefix string) {
 	t.Helper()
 	for {

@@ -494,7 +494,7 @@ func TestClusterScopedChildKindIsRefusedOnceAndAReloadAddingOneIsRefused(t *test
 }
 
 func TestReconfigureWithoutConfigIsAnError(t *testing.T) {
-	c := &Controller{}
+	c := &Controller{expect: newExpectations()}
 	if err := c.Reconfigure(context.Background(), nil, nil); err == nil {
 		t.Fatal("Reconfigure(nil) = nil, want an error")
 	}
@@ -502,7 +502,7 @@ func TestReconfigureWithoutConfigIsAnError(t *testing.T) {
 
 func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	c := &Controller{}
+	c := &Controller{expect: newExpectations()}
 	h := c.childHandler(ctx)
 	for _, tombstone := range []bool{false, true} {
 		child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",

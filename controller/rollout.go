@@ -402,5 +402,12 @@ func ownedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) (
 // no child.
 func (c *Controller) ownedChildren(parent *unstructured.Unstructured) []ownedChild {
 	out, _ := ownedChildren(c.reg.ChildKinds(), parent)
+	for i, oc := range out {
+		// Where the cache has not shown stencil's last write yet, that
+		// write says which revision the child is on (expectations).
+		if written := c.expect.newer(keyOf(oc.obj), oc.obj); written != nil {
+			out[i].obj = written
+		}
+	}
 	return out
 }

@@ -312,6 +312,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, paren
 		return err
 	}
 	c.statusMemo.set(key, wantJSON, jsonOf(currentStatus(result)))
+	c.expect.wrote(result)
 	c.opts.Metrics.statusPatches.WithLabelValues(pk.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", status["phase"])
 	return nil

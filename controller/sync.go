@@ -98,6 +98,12 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	if parent.GetDeletionTimestamp() != nil {
 		return nil
 	}
+	if c.expect.newer(keyOf(parent), parent) != nil {
+		// The cache has not shown stencil's last status patch yet; the
+		// patch's watch event queues the resource again.
+		logger.V(4).Info("Cache has not shown stencil's own status patch yet, waiting for its event")
+		return nil
+	}
 	if parent.GetAnnotations()[AnnotationPaused] == "true" {
 		if pk.Res.Rollout != nil {
 			c.forgetRollout(pk, key)
@@ -296,9 +302,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		}
 		c.refusals.clear(key, ref)
 		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
-		ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
-		c.recentlyCreated.Store(created.GetUID(), ckey)
-		c.createdNames.Store(ckey, created)
+		c.expectChild(created)
 		logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
 		return childResult{live: created, change: reasonCreated}
 	}
@@ -354,6 +358,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
 		return childResult{live: applied}
 	}
+	c.expectChild(applied)
 	logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: applied, change: reasonUpdated}
 }
@@ -411,25 +416,25 @@ func isAllTerminal(err error) bool {
 
 // liveChild returns the child as it exists, or nil when no object of its
 // name exists. Children carry stencil's label, so the filtered cache holds
-// them. On a miss, the metadata-only cache of every object of the kind
-// (names, UIDs and owners; see registry/watches.go) tells, without a request,
-// whether a foreign object of that name exists; only then is it read, to be
-// reported. Without a metadata cache (Options.Metadata nil) a GET tells.
+// them; where the cache has not shown stencil's own last write of the child
+// yet, what that write returned stands in for it (expectations). On a miss,
+// the metadata-only cache of every object of the kind (names, UIDs and
+// owners; see registry/watches.go) tells, without a request, whether a
+// foreign object of that name exists; only then is it read, to be reported.
+// Without a metadata cache (Options.Metadata nil) a GET tells.
 func (c *Controller) liveChild(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := registry.GetCached(ck.Informers, ck.GVR.GroupResource(), want.GetNamespace(), want.GetName())
-	if err == nil {
-		return live, nil
-	}
-	if !apierrors.IsNotFound(err) {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	ckey := createdKey{gvr: ck.GVR, namespace: want.GetNamespace(), name: want.GetName()}
-	if v, ok := c.createdNames.Load(ckey); ok {
-		created := v.(*unstructured.Unstructured)
-		if _, pending := c.recentlyCreated.Load(created.GetUID()); pending {
-			return created, nil
-		}
-		c.createdNames.Delete(ckey)
+	if err != nil {
+		live = nil
+	}
+	if written := c.expect.newer(keyOf(want), live); written != nil {
+		return written, nil
+	}
+	if live != nil {
+		return live, nil
 	}
 	if ck.Names != nil && !registry.NameTaken(ck.Names, want.GetNamespace(), want.GetName()) {
 		return nil, nil
@@ -444,10 +449,11 @@ func (c *Controller) liveChild(ctx context.Context, ck *registry.Child, want *un
 	return live, nil
 }
 
-// createdKey names a child stencil created, for recentlyCreated.
-type createdKey struct {
-	gvr             schema.GroupVersionResource
-	namespace, name string
+// expectChild records a child stencil created or changed, stripped as the
+// cache holds it, until the cache shows it (expectations).
+func (c *Controller) expectChild(written *unstructured.Unstructured) {
+	u, _ := stripChild(written.DeepCopy())
+	c.expect.wrote(u.(*unstructured.Unstructured))
 }
 
 // createByApply creates a child no object of its name is known to hold,
@@ -489,13 +495,20 @@ func (c *Controller) prune(ctx context.Context, pk *registry.Parent, parent *uns
 		if rendered[childRef{gvk: ck.GVK, name: child.GetName()}] {
 			continue
 		}
+		uid := child.GetUID()
+		if c.expect.pruned(keyOf(child), uid) {
+			// Deleted by an earlier sync; the cache has not shown it yet.
+			continue
+		}
 		if err := c.mayWrite(child.GetNamespace()); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
-		uid := child.GetUID()
 		err := c.opts.Dynamic.Resource(ck.GVR).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// That object is gone already (the UID precondition failed):
+			// the cache has yet to show it.
+			c.expect.deleted(keyOf(child), uid)
 			continue
 		}
 		if err != nil {
@@ -503,6 +516,7 @@ func (c *Controller) prune(ctx context.Context, pk *registry.Parent, parent *uns
 			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.GVK.Kind, child.GetName(), err))
 			continue
 		}
+		c.expect.deleted(keyOf(child), uid)
 		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, ck.GVK.Kind, verbDelete).Inc()
 		pruned = append(pruned, ck.GVK.Kind+"/"+child.GetName())
 		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.GVK.Kind, "child", klog.KObj(child))

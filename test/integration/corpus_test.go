@@ -239,4 +239,48 @@ func TestCorpusCostsZeroWritesOnceConverged(t *testing.T) {
 	if len(events.Items) != 0 {
 		t.Errorf("hand edits recorded %d FieldFight events, want 0", len(events.Items))
 	}
+	realFight(ctx, t, edited, admin, ns)
+}
+
+// realFight is the other side of the hand-edit check: a writer that sets
+// the image back every time it sees stencil's correction is a real fight,
+// and is still detected and throttled once stencil waits for its own writes
+// to reach the cache.
+func realFight(ctx context.Context, t *testing.T, edited, admin dynamic.Interface, ns string) {
+	t.Helper()
+	e := handEdits[0]
+	reverts := 0
+	start := time.Now()
+	poll(t, 2*time.Minute, "the WebApp Throttled by a writer that keeps reverting the image", func() (bool, error) {
+		u, err := admin.Resource(webapps).Namespace(ns).Get(ctx, "c", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Throttled" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		child, err := admin.Resource(e.child.res).Namespace(ns).Get(ctx, e.child.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if e.back(child) {
+			// stencil's correction is visible: take the field back.
+			reverts++
+			_, err = edited.Resource(e.child.res).Namespace(ns).Patch(ctx, e.child.name, types.StrategicMergePatchType,
+				[]byte(e.patch), metav1.PatchOptions{FieldManager: "fighter"})
+		}
+		return false, err
+	})
+	events, err := admin.Resource(schema.GroupVersionResource{Version: "v1", Resource: "events"}).Namespace(ns).
+		List(ctx, metav1.ListOptions{FieldSelector: "reason=FieldFight"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("real fight: Throttled after %d reverts in %s; %d FieldFight events", reverts, time.Since(start).Round(100*time.Millisecond), len(events.Items))
+	if len(events.Items) != 1 || !strings.Contains(fmt.Sprint(events.Items[0].Object["message"]), "fighter") {
+		t.Errorf("a real fight recorded %d FieldFight events, want 1 naming the fighter", len(events.Items))
+	}
 }

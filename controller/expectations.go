@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// expectationTTL bounds how long a write is expected: past it, the cache is
+// trusted again, as Kubernetes' ControllerExpectations do after 5 minutes.
+// An informer normally shows a write within milliseconds; only a broken
+// watch takes longer, and the periodic resync covers that.
+const expectationTTL = 5 * time.Minute
+
+// expectations remembers stencil's own last write of each object (a child's
+// create or apply, a prune, a status patch) until the informer cache has
+// shown it: the role of Kubernetes' ControllerExpectations and of client-go's
+// MutationCache. A sync woken by another event (a sibling's status, the
+// parent's own status patch) can run before the watch event of stencil's
+// write arrives; deciding drift from that older view would send the same
+// correction again and count stencil's own repeats as a field fight. So a
+// child's cached view older than the write is replaced by what the write
+// returned, a pruned child the cache still shows is not deleted again, and a
+// parent whose cache is older than stencil's status patch is not synced at
+// all: the watch event that brings the cache up to date queues it again, so
+// nothing polls.
+//
+// Older is told the way the MutationCache of the API server's own
+// controllers tells it: resourceVersions compared as integers, which etcd
+// makes them. A version that is not an integer is never held to be older.
+type expectations struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu  sync.Mutex
+	obj map[objectKey]expected
+}
+
+// objectKey names an object stencil wrote.
+type objectKey struct {
+	gk              schema.GroupKind
+	namespace, name string
+}
+
+// expected is one write the cache has not shown yet.
+type expected struct {
+	// obj is what the write returned; nil for a delete.
+	obj *unstructured.Unstructured
+	// rv is obj's resourceVersion as an integer; ok false when it is not one.
+	rv uint64
+	ok bool
+	// deleted is the UID of the object a delete removed.
+	deleted types.UID
+	at      time.Time
+}
+
+func newExpectations() *expectations {
+	return &expectations{ttl: expectationTTL, now: time.Now, obj: map[objectKey]expected{}}
+}
+
+func keyOf(u *unstructured.Unstructured) objectKey {
+	return objectKey{gk: u.GroupVersionKind().GroupKind(), namespace: u.GetNamespace(), name: u.GetName()}
+}
+
+func parseRV(rv string) (uint64, bool) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	return n, err == nil
+}
+
+// wrote records what a create, apply or status patch returned (stored as
+// given: callers pass a copy the cache transform has stripped).
+func (e *expectations) wrote(written *unstructured.Unstructured) {
+	if written == nil || written.GetName() == "" || written.GetKind() == "" {
+		return
+	}
+	rv, ok := parseRV(written.GetResourceVersion())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.obj[keyOf(written)] = expected{obj: written, rv: rv, ok: ok, at: e.now()}
+}
+
+// deleted records a prune of the object with that UID.
+func (e *expectations) deleted(key objectKey, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.obj[key] = expected{deleted: uid, at: e.now()}
+}
+
+// get returns the live expectation of key, dropping an expired one.
+// Called with mu held.
+func (e *expectations) get(key objectKey) (expected, bool) {
+	x, ok := e.obj[key]
+	if ok && e.now().Sub(x.at) > e.ttl {
+		delete(e.obj, key)
+		return expected{}, false
+	}
+	return x, ok
+}
+
+// newer returns what stencil last wrote to the object the cache holds as
+// cached (nil: the cache holds none of key's name), when the cache has not
+// shown that write yet; nil when the cache is up to date.
+func (e *expectations) newer(key objectKey, cached *unstructured.Unstructured) *unstructured.Unstructured {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.get(key)
+	if !ok || x.obj == nil {
+		return nil
+	}
+	if cached == nil {
+		// Created, and the cache has no object of that name yet.
+		return x.obj
+	}
+	if behind(cached, x) {
+		return x.obj
+	}
+	delete(e.obj, key)
+	return nil
+}
+
+// pruned reports whether stencil deleted this very object (by UID) and the
+// cache has not shown the deletion yet.
+func (e *expectations) pruned(key objectKey, uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.get(key)
+	return ok && x.obj == nil && x.deleted == uid
+}
+
+// behind reports whether cached is older than the write x expects.
+func behind(cached *unstructured.Unstructured, x expected) bool {
+	if cached.GetUID() != x.obj.GetUID() {
+		// Another object of that name: what stencil wrote is gone.
+		return false
+	}
+	rv, ok := parseRV(cached.GetResourceVersion())
+	return ok && x.ok && rv < x.rv
+}
+
+// observe is called with each object an informer adds or updates: once the
+// cache holds stencil's write, or a newer version, or another object of the
+// name, the expectation is met.
+func (e *expectations) observe(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := keyOf(u)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.obj[key]
+	if !ok {
+		return
+	}
+	if x.obj == nil {
+		if u.GetUID() != x.deleted {
+			delete(e.obj, key)
+		}
+		return
+	}
+	if !behind(u, x) {
+		delete(e.obj, key)
+	}
+}
+
+// gone is called with each object an informer deletes: whatever stencil
+// expected of that object is over.
+func (e *expectations) gone(obj any) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := keyOf(u)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.obj[key]
+	if !ok {
+		return
+	}
+	if x.deleted == m.GetUID() || (x.obj != nil && x.obj.GetUID() == m.GetUID()) {
+		delete(e.obj, key)
+	}
+}
+
+// sweep drops every expired expectation (the periodic resync calls it), so
+// that writes whose events never came (a kind no longer watched) do not
+// stay.
+func (e *expectations) sweep() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.obj {
+		e.get(k)
+	}
+}
+
+// len is the number of writes the caches have not shown yet.
+func (e *expectations) len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.obj)
+}
