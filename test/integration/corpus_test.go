@@ -239,14 +239,21 @@ func TestCorpusCostsZeroWritesOnceConverged(t *testing.T) {
 	if len(events.Items) != 0 {
 		t.Errorf("hand edits recorded %d FieldFight events, want 0", len(events.Items))
 	}
-	realFight(ctx, t, edited, admin, ns)
+
+	// The hand edits above used the fight guard's burst: a new process
+	// starts the real fight with a full bucket.
+	r.stop(t)
+	r = startConfig(t, cfg, cnt, ns, config)
+	r.settle(t, 0, 1)
+	cnt.reset()
+	realFight(ctx, t, cnt, edited, admin, ns)
 }
 
 // realFight is the other side of the hand-edit check: a writer that sets
 // the image back every time it sees stencil's correction is a real fight,
 // and is still detected and throttled once stencil waits for its own writes
 // to reach the cache.
-func realFight(ctx context.Context, t *testing.T, edited, admin dynamic.Interface, ns string) {
+func realFight(ctx context.Context, t *testing.T, cnt *counter, edited, admin dynamic.Interface, ns string) {
 	t.Helper()
 	e := handEdits[0]
 	reverts := 0
@@ -279,7 +286,13 @@ func realFight(ctx context.Context, t *testing.T, edited, admin dynamic.Interfac
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("real fight: Throttled after %d reverts in %s; %d FieldFight events", reverts, time.Since(start).Round(100*time.Millisecond), len(events.Items))
+	corrections := cnt.writesTo(e.child.String())
+	t.Logf("real fight: Throttled after %d reverts and %d corrections in %s; %d FieldFight events",
+		reverts, corrections, time.Since(start).Round(100*time.Millisecond), len(events.Items))
+	// The default burst is 5 corrections; the 6th revert is not corrected.
+	if corrections != 5 || reverts != 6 {
+		t.Errorf("a real fight was throttled after %d reverts and %d corrections, want 6 and the burst of 5", reverts, corrections)
+	}
 	if len(events.Items) != 1 || !strings.Contains(fmt.Sprint(events.Items[0].Object["message"]), "fighter") {
 		t.Errorf("a real fight recorded %d FieldFight events, want 1 naming the fighter", len(events.Items))
 	}
