@@ -267,23 +267,45 @@ func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 
 // cachedResources is stencil_cached_resources{resource}: the custom
 // resources this replica caches, counted at each scrape (a ring member's
-// are its share's).
+// are its share's); and, in a ring, stencil_ring_cached_outside_share
+// {resource}: those of them outside the member's share, which a member
+// whose informers watch the share of its view holds none of.
 type cachedResources struct {
-	c    *Controller
-	desc *prometheus.Desc
+	c       *Controller
+	desc    *prometheus.Desc
+	outside *prometheus.Desc
 }
 
 func newCachedResources(c *Controller) *cachedResources {
-	return &cachedResources{c: c, desc: prometheus.NewDesc("stencil_cached_resources",
-		"Custom resources in this replica's caches, by configured resource.", []string{"resource"}, nil)}
+	return &cachedResources{c: c,
+		desc: prometheus.NewDesc("stencil_cached_resources",
+			"Custom resources in this replica's caches, by configured resource.", []string{"resource"}, nil),
+		outside: prometheus.NewDesc("stencil_ring_cached_outside_share",
+			"Custom resources in this ring member's caches whose namespace is outside its share, by configured resource.", []string{"resource"}, nil),
+	}
 }
 
 // Describe implements prometheus.Collector.
-func (r *cachedResources) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+func (r *cachedResources) Describe(ch chan<- *prometheus.Desc) {
+	ch <- r.desc
+	ch <- r.outside
+}
 
 // Collect implements prometheus.Collector.
 func (r *cachedResources) Collect(ch chan<- prometheus.Metric) {
+	rs := r.c.ring
 	for _, pk := range r.c.reg.Parents() {
-		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(len(r.c.reg.Keys(pk.Res.GVR()))), pk.Label)
+		keys := r.c.reg.Keys(pk.Res.GVR())
+		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(len(keys)), pk.Label)
+		if rs == nil {
+			continue
+		}
+		outside := 0
+		for _, k := range keys {
+			if !rs.holds(k.Namespace) {
+				outside++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(r.outside, prometheus.GaugeValue, float64(outside), pk.Label)
 	}
 }

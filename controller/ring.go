@@ -60,6 +60,14 @@ type ringState struct {
 	view      ring.View
 	share     []ring.Range
 	published map[string]string
+	// watched is the share the informers were last built for (nil before
+	// the first Reshard). It can differ from share: a view adopted while
+	// the informers still watch the last one (a reshard under way, or one
+	// that failed). The fence allows no write until they match: a sync
+	// decides from the caches, and caches of another share either miss
+	// the namespace or hold what another member writes.
+	watched    []ring.Range
+	hasWatched bool
 	// settled: every live member published view; changed is when view
 	// became this member's.
 	settled bool
@@ -85,7 +93,25 @@ func (r *ringState) allow(ns string) error {
 	if ok, why := ring.MayWrite(r.self, view, true, published, ns); !ok {
 		return fmt.Errorf("%w: %s", errNotHolder, why)
 	}
+	if r.needsReshard() {
+		return fmt.Errorf("%w: this member's informers do not watch the adopted view's share yet", errNotHolder)
+	}
 	return nil
+}
+
+// needsReshard reports whether the informers watch another share than the
+// adopted view's.
+func (r *ringState) needsReshard() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.hasWatched || !slices.Equal(r.share, r.watched)
+}
+
+// resharded records that the informers now watch share.
+func (r *ringState) resharded(share []ring.Range) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watched, r.hasWatched = share, true
 }
 
 // trip ends the membership: no write after it, and the workers stop.
@@ -151,16 +177,26 @@ func (r *ringState) settle(now time.Time) (time.Duration, bool) {
 	return now.Sub(r.changed), true
 }
 
-// shard is the registry's share for this member's current ranges.
-func (r *ringState) shard(serverFilters bool) *registry.Shard {
-	r.mu.Lock()
-	share := slices.Clone(r.share)
-	r.mu.Unlock()
+// shard is the registry's share for this member's current ranges, and
+// those ranges.
+func (r *ringState) shard(serverFilters bool) (*registry.Shard, []ring.Range) {
+	share := r.shareNow()
 	s := &registry.Shard{Holds: func(ns string) bool { return ring.Holds(share, ns) }}
 	if serverFilters {
 		s.Selector = ring.Selector(share)
 	}
-	return s
+	return s, share
+}
+
+// reshard builds the informers for the member's current share and records
+// it as watched.
+func (c *Controller) reshard(ctx context.Context, rs *ringState, serverFilters bool) error {
+	s, share := rs.shard(serverFilters)
+	if err := c.reg.Reshard(ctx, s); err != nil {
+		return err
+	}
+	rs.resharded(share)
+	return nil
 }
 
 // runRing runs the workers as a member of a ring, from the first view on,
@@ -203,8 +239,11 @@ func (c *Controller) runRing(ctx context.Context) error {
 	if err := m.Renew(ctx, rs.viewID()); err != nil {
 		return err
 	}
-	// Before Start: the informers are built for this share from the first list.
-	if err := c.reg.Reshard(ctx, rs.shard(serverFilters)); err != nil {
+	// Before Start: the informers are built for this share from the first
+	// list. Members started together (a Deployment's pods) rarely see each
+	// other here; the ring loop compares every view it adopts with the
+	// share watched, and reshards until they match.
+	if err := c.reshard(ctx, rs, serverFilters); err != nil {
 		return err
 	}
 	// The Lease is renewed until the workers have drained after SIGTERM:
@@ -266,7 +305,7 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ringState, reshard chan<-
 			}
 			continue
 		}
-		viewChanged, shareChanged := rs.adopt(snap, time.Now())
+		viewChanged, _ := rs.adopt(snap, time.Now())
 		if viewChanged {
 			logger.Info("Ring members changed", "members", snap.Live, "view", rs.viewID())
 			c.ringGauges(rs)
@@ -274,11 +313,14 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ringState, reshard chan<-
 			if err := rs.member.Renew(ctx, rs.viewID()); err != nil && ctx.Err() == nil {
 				logger.Error(err, "Publishing the ring view")
 			}
-			if shareChanged {
-				select {
-				case reshard <- struct{}{}:
-				default:
-				}
+		}
+		// Every tick, not only when the share changes: the first view
+		// may differ from the one the informers were built for, and a
+		// reshard may have failed.
+		if rs.needsReshard() {
+			select {
+			case reshard <- struct{}{}:
+			default:
 			}
 		}
 		if took, ok := rs.settle(time.Now()); ok {
@@ -304,8 +346,11 @@ func (c *Controller) reshardLoop(ctx context.Context, rs *ringState, serverFilte
 			}
 		}
 		again = false
+		if !rs.needsReshard() {
+			continue
+		}
 		start := time.Now()
-		if err := c.reg.Reshard(ctx, rs.shard(serverFilters)); err != nil {
+		if err := c.reshard(ctx, rs, serverFilters); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -324,6 +369,8 @@ func (c *Controller) reshardLoop(ctx context.Context, rs *ringState, serverFilte
 		// the registry's.
 		c.EnqueueAll()
 		logger.Info("Watching the new share", "share", fmt.Sprintf("%.1f%%", 100*ring.Share(rs.shareNow())), "took", time.Since(start).Round(time.Millisecond))
+		// The view may have moved on while the informers synced.
+		again = rs.needsReshard()
 	}
 }
 

@@ -53,6 +53,7 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 
 	a := &ringState{member: member("a"), self: "a"}
 	observe(a)
+	a.resharded(a.shareNow())
 	if _, ok := a.settle(time.Now()); !ok {
 		t.Fatal("a member alone did not settle on its own view")
 	}
@@ -95,6 +96,7 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 	if _, ok := a.settle(time.Now()); !ok {
 		t.Fatal("a did not settle once b published the view")
 	}
+	a.resharded(a.shareNow()) // its informers now watch the new share
 	if err := a.allow(nsA); err != nil {
 		t.Fatalf("a may not write for its own %s: %v", nsA, err)
 	}
@@ -107,5 +109,78 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 	a.member.Leave(ctx) // its Lease no longer valid
 	if err := a.allow(nsA); !errors.Is(err, errRingLease) || !tripped {
 		t.Fatalf("after a's Lease lapsed: %v, tripped %v; want errRingLease and the workers stopped", err, tripped)
+	}
+}
+
+// TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare: members
+// started together (a Deployment's pods) see each other only after their
+// first list. A member whose informers were built for the ring it saw
+// first (itself alone) adopts the view of three and settles on it; it
+// writes nothing, in its share or out of it, until its informers watch the
+// new share, and then only for its share.
+func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
+	ctx := context.Background()
+	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	fake := &k8stesting.Fake{}
+	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
+	join := func(id string) *ringState {
+		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
+		if err := m.Join(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		return &ringState{member: m, self: id}
+	}
+	observe := func(rs *ringState) {
+		snap, err := rs.member.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.adopt(snap, time.Now())
+		if err := rs.member.Renew(ctx, rs.viewID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	three := ring.NewView([]string{"a", "b", "c"})
+	var mine, theirs string
+	for i := 0; mine == "" || theirs == ""; i++ {
+		ns := fmt.Sprintf("team-%d", i)
+		if ring.Holds(three.Share("a"), ns) {
+			mine = ns
+		} else {
+			theirs = ns
+		}
+	}
+
+	a := join("a")
+	observe(a) // its first list: alone
+	a.resharded(a.shareNow())
+	if a.needsReshard() {
+		t.Fatal("a's informers watch the share of the view it adopted, yet it asks for a reshard")
+	}
+	b, c := join("b"), join("c")
+	observe(b)
+	observe(c)
+	observe(a)
+	observe(b)
+	observe(c)
+	if _, ok := a.settle(time.Now()); !ok {
+		t.Fatal("a did not settle on the view of three once b and c published it")
+	}
+	if !a.needsReshard() {
+		t.Fatal("a adopted the view of three with informers built for itself alone, and asks for no reshard")
+	}
+	for _, ns := range []string{mine, theirs} {
+		if err := a.allow(ns); !errors.Is(err, errNotHolder) {
+			t.Fatalf("before its reshard, a's write for %s: %v, want errNotHolder", ns, err)
+		}
+	}
+	a.resharded(a.shareNow())
+	if err := a.allow(mine); err != nil {
+		t.Fatalf("after its reshard, a may not write for its own %s: %v", mine, err)
+	}
+	if err := a.allow(theirs); !errors.Is(err, errNotHolder) {
+		t.Fatalf("after its reshard, a's write for %s outside its share: %v, want errNotHolder", theirs, err)
 	}
 }

@@ -210,6 +210,12 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.runCtx != runCtx {
+		// Started meanwhile (Start runs the informers it finds, the ones
+		// this would stop): the new informers, built before, never ran.
+		discard()
+		return errors.New("registry: started during the reshard")
+	}
 	if r.childGen != gen {
 		// Child informers were added meanwhile (a kind became served),
 		// under the context this would stop: build again from the new state.

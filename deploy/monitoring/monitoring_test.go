@@ -170,6 +170,7 @@ var knownMetrics = map[string]bool{
 	"stencil_resource_served":                              true,
 	"stencil_rollout_resources":                            true,
 	"stencil_rollout_halted":                               true,
+	"stencil_ring_cached_outside_share":                    true,
 	"stencil_config_last_reload_successful":                true,
 	"stencil_config_last_reload_success_timestamp_seconds": true,
 	"workqueue_depth":                                      true,

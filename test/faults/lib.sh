@@ -87,12 +87,12 @@ use_namespace() {
   make_foreign
 }
 
-# start_proxy starts countproxy with listeners a, b and c and writes a
-# kubeconfig for each ($WORK/kubeconfig-a, -b, -c), with no credentials: the
-# proxy adds the admin's.
+# start_proxy starts countproxy with listeners a, b and c (or the tags in
+# PROXY_TAGS) and writes a kubeconfig for each ($WORK/kubeconfig-a, -b, -c),
+# with no credentials: the proxy adds the admin's.
 start_proxy() {
   local tag args=()
-  for tag in a b c; do
+  for tag in ${PROXY_TAGS:-a b c}; do
     PROXY_PORTS[$tag]=$(free_port)
     args+=(--listen "$tag=127.0.0.1:${PROXY_PORTS[$tag]}")
     cat >"$WORK/kubeconfig-$tag" <<EOF
@@ -183,6 +183,15 @@ EOF
 # /readyz answers 200 (a standby under leader election is ready too). Its
 # log is $FAULTS_LOGS/<scenario>-<ns>-TAG.log.
 start_replica() {
+  launch_replica "$@"
+  wait_replica_ready "$1"
+}
+
+# launch_replica TAG [FLAG...] starts replica TAG like start_replica but
+# does not wait for it to be ready (wait_replica_ready TAG does): replicas
+# launched one after the other start within milliseconds, as a
+# Deployment's pods do.
+launch_replica() {
   local tag=$1
   shift
   [ -x "$STENCIL" ] || fail "$STENCIL is missing; make faults builds it"
@@ -200,7 +209,11 @@ start_replica() {
     >>"${RLOG[$tag]}" 2>&1 &
   RPID[$tag]=$!
   RRC[$tag]=""
-  local deadline=$((SECONDS + 60))
+}
+
+# wait_replica_ready TAG waits up to 60 s for replica TAG's /readyz.
+wait_replica_ready() {
+  local tag=$1 deadline=$((SECONDS + 60))
   until replica_ready "$tag"; do
     if ! kill -0 "${RPID[$tag]}" 2>/dev/null; then
       wait "${RPID[$tag]}" || true
