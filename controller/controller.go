@@ -184,6 +184,9 @@ type Controller struct {
 	// yet: a sync never decides a write from a view older than them.
 	expect      *expectations
 	statusMemo  statusMemo
+	// renderFailures holds the renders that failed, not run again while
+	// their input is the same.
+	renderFailures renderFailures
 	refusals    refusalMemo
 	rollouts    rollouts
 	terminating terminatingNamespaces
@@ -532,6 +535,7 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 			// Refused renders are sent once more: a refusal can hinge on
 			// other objects (refusalMemo).
 			c.refusals.reset()
+			c.renderFailures.reset()
 			n := c.EnqueueAll()
 			klog.FromContext(ctx).V(4).Info("Periodic resync", "enqueued", n)
 		}

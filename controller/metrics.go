@@ -23,6 +23,7 @@ type Metrics struct {
 	childWrites         *prometheus.CounterVec
 	statusPatches       *prometheus.CounterVec
 	renderErrors        *prometheus.CounterVec
+	budgetExceeded      *prometheus.CounterVec
 	dryRuns             *prometheus.CounterVec
 	served              *prometheus.GaugeVec
 	reloadOK            prometheus.Gauge
@@ -72,6 +73,9 @@ func NewMetrics() *Metrics {
 		renderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_render_errors_total", Help: "Template render failures.",
 		}, []string{"resource"}),
+		budgetExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_render_budget_exceeded_total", Help: "Renders stopped by their render budget (renderBudget).",
+		}, []string{"resource"}),
 		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_drift_dry_runs_total",
 			Help: "Dry-run applies made where field ownership could not tell whether a child drifted, by kind.",
@@ -110,7 +114,7 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
 		}),
 	}
-	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.dryRuns, m.served, m.reloadOK, m.reloadTime,
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.budgetExceeded, m.dryRuns, m.served, m.reloadOK, m.reloadTime,
 		m.rolloutResources, m.rolloutHalted, m.ringMembers, m.ringShare, m.ringHandovers, m.ringHandoverSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
@@ -137,6 +141,7 @@ func (m *Metrics) precreate(resource string, kinds []string) {
 	m.reconcileDuration.WithLabelValues(resource)
 	m.statusPatches.WithLabelValues(resource)
 	m.renderErrors.WithLabelValues(resource)
+	m.budgetExceeded.WithLabelValues(resource)
 	for _, k := range kinds {
 		for _, v := range []string{verbCreate, verbUpdate, verbDelete} {
 			m.childWrites.WithLabelValues(resource, k, v)

@@ -21,6 +21,7 @@ import (
 
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
 )
 
 // Reasons of the Ready condition and of events.
@@ -90,6 +91,7 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		c.guard.forget(key)
 		c.statusMemo.forget(key)
 		c.refusals.forget(key)
+		c.renderFailures.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -115,22 +117,29 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		return nil
 	}
 
+	if err := c.renderFailures.get(key, pk, parent); err != nil {
+		// The same render failed before: reported, not run again.
+		logger.V(4).Info("Render failed before with this spec and these templates, not rendered again")
+		return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
+	}
 	obj, err := gvr.NewObject(parent, key.GVR)
 	if err != nil {
 		return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
-	desired, err := pk.Set.Render(obj)
+	desired, extra, err := pk.Set.RenderAll(obj)
 	if err == nil {
-		var extra map[string]any
-		extra, err = pk.Set.RenderStatus(obj)
-		if err == nil {
-			return c.converge(ctx, pk, parent, desired, extra)
-		}
+		c.renderFailures.forget(key)
+		return c.converge(ctx, pk, parent, desired, extra)
 	}
 	c.opts.Metrics.renderErrors.WithLabelValues(pk.Label).Inc()
+	if errors.Is(err, templates.ErrBudgetExceeded) {
+		c.opts.Metrics.budgetExceeded.WithLabelValues(pk.Label).Inc()
+	}
+	err = terminal(err)
+	c.renderFailures.set(key, pk, parent, err)
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
-	return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(err))
+	return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
 }
 
 // warnOnce records a Warning event for a failure unless the resource's Ready

@@ -68,6 +68,9 @@ type Resource struct {
 	// few at a time and halts on failure (rollout.go); nil moves them all
 	// at once.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// RenderBudget raises the bounds of one render's work (budget.go);
+	// nil keeps DefaultRenderBudget.
+	RenderBudget *RenderBudget `json:"renderBudget,omitempty"`
 }
 
 // GVR returns the entry's GroupVersionResource.
@@ -200,7 +203,7 @@ func (d *decoder) addf(entry, field, format string, args ...any) {
 	d.add(entry, field, fmt.Errorf(format, args...))
 }
 
-var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout"}
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout", "renderBudget"}
 
 func (d *decoder) decode(cfg *Config, data []byte) {
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -315,6 +318,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.Selector = str("selector")
 	r.Children = d.decodeChildren(i, entry, m["children"])
 	r.Rollout = d.decodeRollout(i, entry, m["rollout"])
+	r.RenderBudget = d.decodeRenderBudget(i, entry, m["renderBudget"])
 	if v, ok := m["allowPermissionGrants"]; ok && v != nil {
 		b, ok := v.(bool)
 		if !ok {
@@ -461,7 +465,7 @@ func equalResources(a, b []Resource) bool {
 		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
 			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
 			slices.Equal(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
-			slices.Equal(x.Namespaces, y.Namespaces) && reflect.DeepEqual(x.Rollout, y.Rollout)
+			slices.Equal(x.Namespaces, y.Namespaces) && reflect.DeepEqual(x.Rollout, y.Rollout) && reflect.DeepEqual(x.RenderBudget, y.RenderBudget)
 	})
 }
 

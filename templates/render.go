@@ -69,6 +69,38 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 	if err := checkParent(parent); err != nil {
 		return nil, err
 	}
+	e, err := s.executor()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(e)
+	return s.render(e, parent)
+}
+
+// RenderAll is Render and RenderStatus under one budget: the render of one
+// custom resource, children and status together (budget.go).
+func (s *Set) RenderAll(parent *gvr.Object) ([]*unstructured.Unstructured, map[string]any, error) {
+	if err := checkParent(parent); err != nil {
+		return nil, nil, err
+	}
+	e, err := s.executor()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.release(e)
+	children, err := s.render(e, parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	status, err := s.renderStatus(e, parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return children, status, nil
+}
+
+// render is Render with the executor e.
+func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 	type childKey struct {
 		gk   schema.GroupKind
 		name string
@@ -78,11 +110,6 @@ func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
 		errs     []error
 		seen     = map[childKey]string{}
 	)
-	e, err := s.executor()
-	if err != nil {
-		return nil, err
-	}
-	defer s.release(e)
 	for _, name := range s.res.Templates {
 		out, err := execute(e.t, name, parent)
 		if err != nil {
@@ -145,6 +172,14 @@ func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
 		return nil, err
 	}
 	defer s.release(e)
+	return s.renderStatus(e, parent)
+}
+
+// renderStatus is RenderStatus with the executor e.
+func (s *Set) renderStatus(e *executor, parent *gvr.Object) (map[string]any, error) {
+	if s.res.StatusTemplate == "" {
+		return nil, nil
+	}
 	name := s.res.StatusTemplate
 	out, err := execute(e.t, name, parent)
 	if err != nil {
@@ -417,10 +452,14 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 // template: NAME:LINE:COL: executing "NAME" at <CONTEXT>: MESSAGE
 var execLocation = regexp.MustCompile(`(?s)^template: (.*?):(\d+):\d+: executing "(?:[^"\\]|\\.)*" at <.*?>: (.*)$`)
 
+// innerLocation is execLocation anywhere in a message: nested includes
+// repeat it once per level.
+var innerLocation = regexp.MustCompile(`template: ([^\s:]+):(\d+):\d+: executing "(?:[^"\\]|\\.)*" at <.*?>: (?:error calling [^:]+: )?`)
+
 // internalNames rewords the functions the rewrite added, in an error
 // message, as what the template author wrote.
 var internalNames = strings.NewReplacer(
-	"error calling "+valueFunc+": ", "",
+	"error calling "+valueFunc+": ", "", "error calling "+stepFunc+": ", "",
 	includeStruct, "include", toYAMLStruct, "toYaml", toJSONStruct, "toJson",
 )
 
@@ -442,6 +481,16 @@ func execError(name string, err error) error {
 		return &RenderError{Template: name, Err: errOutputTooLarge}
 	}
 	msg := err.Error()
+	if locs := innerLocation.FindAllStringSubmatchIndex(msg, -1); len(locs) > 1 {
+		// An error inside an include (or a template, which is one here):
+		// the innermost action is where it happened; the message says the
+		// rest once, not once per level.
+		last := locs[len(locs)-1]
+		line, convErr := strconv.Atoi(msg[last[4]:last[5]])
+		if convErr == nil {
+			return &RenderError{Template: msg[last[2]:last[3]], Line: line, Err: &execMessage{msg: internalNames.Replace(msg[last[1]:]), err: err}}
+		}
+	}
 	if m := execLocation.FindStringSubmatch(msg); m != nil {
 		line, convErr := strconv.Atoi(m[2])
 		if convErr == nil {

@@ -23,8 +23,11 @@ func rewriteTree(tree *parse.Tree) error {
 			if n == nil {
 				return
 			}
-			for _, c := range n.Nodes {
+			for i, c := range n.Nodes {
 				walk(c)
+				if t, ok := c.(*parse.TemplateNode); ok {
+					n.Nodes[i] = templateAsInclude(t)
+				}
 			}
 		case *parse.ActionNode:
 			errs = append(errs, refuse(tree, n.Pipe)...)
@@ -39,6 +42,11 @@ func rewriteTree(tree *parse.Tree) error {
 			errs = append(errs, refuse(tree, n.Pipe)...)
 			walk(n.List)
 			walk(n.ElseList)
+			// Each iteration costs a step, whatever its body (budget.go).
+			if n.List == nil {
+				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
+			}
+			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepNode(n.Pos, n.Line, cost(n.List))))
 		case *parse.WithNode:
 			errs = append(errs, refuse(tree, n.Pipe)...)
 			walk(n.List)
@@ -48,7 +56,94 @@ func rewriteTree(tree *parse.Tree) error {
 		}
 	}
 	walk(tree.Root)
+	// Each run of a template, the called ones too, costs a step.
+	if tree.Root != nil {
+		tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepNode(tree.Root.Pos, 1, 1)))
+	}
 	return errors.Join(errs...)
+}
+
+// stepNode is {{ __stencil_step N }}: it prints nothing and counts N
+// steps.
+func stepNode(pos parse.Pos, line int, n int64) *parse.ActionNode {
+	num := &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: n, Text: strconv.FormatInt(n, 10)}
+	return &parse.ActionNode{NodeType: parse.NodeAction, Pos: pos, Line: line, Pipe: &parse.PipeNode{
+		NodeType: parse.NodePipe, Pos: pos, Line: line,
+		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{parse.NewIdentifier(stepFunc).SetPos(pos), num}}},
+	}}
+}
+
+// builtins are text/template's functions that budgetedFuncs does not wrap:
+// and and or short-circuit only as builtins, the others are cheap.
+var builtins = map[string]bool{"and": true, "or": true, "not": true, "eq": true, "ne": true, "lt": true,
+	"le": true, "gt": true, "ge": true, "len": true, "index": true, "slice": true, "call": true}
+
+// cost is what one run of list costs in steps, known from its text: one
+// per action and condition, and one per call of a builtin. A range inside
+// it counts its own iterations; the wrapped functions it calls count
+// themselves and what they return.
+func cost(list *parse.ListNode) int64 {
+	if list == nil {
+		return 1
+	}
+	var n int64 = 1
+	var pipe func(p *parse.PipeNode)
+	pipe = func(p *parse.PipeNode) {
+		if p == nil {
+			return
+		}
+		for _, c := range p.Cmds {
+			if builtins[identOf(c)] {
+				// The wrapped functions count their own calls.
+				n++
+			}
+			for _, a := range c.Args {
+				if sub, ok := a.(*parse.PipeNode); ok {
+					pipe(sub)
+				}
+			}
+		}
+	}
+	for _, node := range list.Nodes {
+		switch node := node.(type) {
+		case *parse.ActionNode:
+			n++
+			pipe(node.Pipe)
+		case *parse.IfNode:
+			n++
+			pipe(node.Pipe)
+			n += cost(node.List) + cost(node.ElseList)
+		case *parse.WithNode:
+			n++
+			pipe(node.Pipe)
+			n += cost(node.List) + cost(node.ElseList)
+		case *parse.RangeNode:
+			n++
+			pipe(node.Pipe)
+		case *parse.TemplateNode:
+			n++
+		}
+	}
+	return n
+}
+
+// templateAsInclude turns {{ template "name" pipe }} into the structural
+// include of the same template and data, whose nesting the budget bounds
+// (text/template's own bound on template calls is 100,000 deep, and the
+// stack of that many is hundreds of megabytes).
+func templateAsInclude(t *parse.TemplateNode) *parse.ActionNode {
+	var data parse.Node = &parse.NilNode{NodeType: parse.NodeNil, Pos: t.Pos}
+	if t.Pipe != nil {
+		data = t.Pipe
+	}
+	return &parse.ActionNode{NodeType: parse.NodeAction, Pos: t.Pos, Line: t.Line, Pipe: &parse.PipeNode{
+		NodeType: parse.NodePipe, Pos: t.Pos, Line: t.Line,
+		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: t.Pos, Args: []parse.Node{
+			parse.NewIdentifier(includeStruct).SetPos(t.Pos),
+			&parse.StringNode{NodeType: parse.NodeString, Pos: t.Pos, Quoted: strconv.Quote(t.Name), Text: t.Name},
+			data,
+		}}},
+	}}
 }
 
 // refuse reports every call of a refused function in pipe.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"stencil.dev/stencil/gvr"
 )
 
 // Structure-safe rendering. Templates are text/template, but a value an
@@ -54,11 +56,10 @@ var tokenPattern = regexp.MustCompile(tokenPrefix + `([vq])(\d{8})` + tokenSuffi
 
 // Internal function names the rewritten templates call.
 const (
-	valueFunc      = "__stencil_value"
-	includeStruct  = "__stencil_include"
-	toYAMLStruct   = "__stencil_toYaml"
-	toJSONStruct   = "__stencil_toJson"
-	maxIncludeNest = 100
+	valueFunc     = "__stencil_value"
+	includeStruct = "__stencil_include"
+	toYAMLStruct  = "__stencil_toYaml"
+	toJSONStruct  = "__stencil_toJson"
 	// maxImplicitKey is a safe bound under YAML's 1024-character limit.
 	maxImplicitKey = 1000
 )
@@ -84,6 +85,9 @@ type placed struct {
 type execState struct {
 	vals  []placed
 	depth int
+	// budget bounds the render (budget.go); steps counts against it.
+	budget gvr.RenderBudget
+	steps  int64
 	// size sums the length of the strings recorded: with the output, it
 	// is bounded by MaxOutputBytes.
 	size int
@@ -130,9 +134,16 @@ func printed(v any) string {
 // bindFuncs gives the template t (a clone owned by one executor) the
 // functions that record into st.
 func bindFuncs(t *template.Template, st *execState) {
+	t.Funcs(budgetedFuncs(Funcs(), st))
 	t.Funcs(template.FuncMap{
 		valueFunc: func(loc string, v any) (string, error) {
 			if err := scalar(v); err != nil {
+				return "", err
+			}
+			if err := st.charge(1); err != nil {
+				return "", err
+			}
+			if err := st.chargeResult("the printed value", v); err != nil {
 				return "", err
 			}
 			tok := st.token(kindValue, v, loc)
@@ -152,6 +163,9 @@ func bindFuncs(t *template.Template, st *execState) {
 			return resolve(out, st), nil
 		},
 		toYAMLStruct: func(v any) (string, error) {
+			if err := st.measured("toYaml", v); err != nil {
+				return "", err
+			}
 			out, err := toYAML(quoteStrings(v, st))
 			if err != nil {
 				return "", err
@@ -161,6 +175,9 @@ func bindFuncs(t *template.Template, st *execState) {
 			return tokenPattern.ReplaceAllString(out, `"$0"`), nil
 		},
 		toJSONStruct: func(v any) (string, error) {
+			if err := st.measured("toJson", v); err != nil {
+				return "", err
+			}
 			return toJSON(quoteStrings(v, st))
 		},
 	})
@@ -181,8 +198,12 @@ func scalar(v any) error {
 // include runs the named template into a bounded buffer with st's
 // placeholders.
 func include(t *template.Template, st *execState, name string, data any) (string, error) {
-	if st.depth >= maxIncludeNest {
-		return "", fmt.Errorf("include %q: nested more than %d deep (a template that includes itself?)", name, maxIncludeNest)
+	if int64(st.depth) >= st.budget.IncludeDepth {
+		return "", &BudgetError{Bound: "includeDepth", Limit: st.budget.IncludeDepth,
+			What: fmt.Sprintf("include %q nested more than %d deep (a template that includes itself?)", name, st.budget.IncludeDepth)}
+	}
+	if err := st.charge(1); err != nil {
+		return "", err
 	}
 	st.depth++
 	defer func() { st.depth-- }()

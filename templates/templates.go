@@ -71,6 +71,8 @@ type Set struct {
 	// (not the status template), for an entry with a rollout; empty
 	// otherwise. Render stamps it on every child (AnnotationTemplateRevision).
 	revision string
+	// budget bounds each render (budget.go).
+	budget gvr.RenderBudget
 	// executors are clones of root, each with the functions bound to its
 	// own execState; a render takes one for its whole run.
 	executors sync.Pool
@@ -91,13 +93,14 @@ func (s *Set) executor() (*executor, error) {
 		return nil, err
 	}
 	e := &executor{t: t}
+	e.st.budget = s.budget
 	bindFuncs(t, &e.st)
 	return e, nil
 }
 
 func (s *Set) release(e *executor) {
 	clear(e.st.vals)
-	e.st.vals, e.st.depth, e.st.size = e.st.vals[:0], 0, 0
+	e.st.vals, e.st.depth, e.st.size, e.st.steps = e.st.vals[:0], 0, 0, 0
 	s.executors.Put(e)
 }
 
@@ -120,7 +123,10 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		}
 	}
 	// The entry's children list decides; Options only when it has none.
-	s := &Set{res: res, kinds: res.ChildGVKs()}
+	s := &Set{res: res, kinds: res.ChildGVKs(), budget: gvr.RenderBudget{}.WithDefaults()}
+	if res.RenderBudget != nil {
+		s.budget = res.RenderBudget.WithDefaults()
+	}
 	if len(res.Children) == 0 && len(opts.AllowedKinds) > 0 {
 		s.kinds = slices.Clone(opts.AllowedKinds)
 	}

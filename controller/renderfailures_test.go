@@ -1,0 +1,50 @@
+package controller
+
+import (
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// A render that failed is not run again while the resource's spec and the
+// templates are the same (the syncs its children's events bring cost no
+// render), is run again on a spec change, and after the periodic resync.
+func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	p := webapp("demo", map[string]any{"replicas": int64(2)}) // no image: the render fails
+	f.cache = append(f.cache, p)
+	f.api = append(f.api, p)
+	f.newController(ctx)
+	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
+	renders := func() float64 {
+		m := &dto.Metric{}
+		must(t, f.c.opts.Metrics.renderErrors.WithLabelValues("webapps.apps.example.com").Write(m))
+		return m.GetCounter().GetValue()
+	}
+	sync := func(step string, want float64) {
+		t.Helper()
+		if err := f.c.sync(ctx, key); !IsTerminal(err) {
+			t.Fatalf("%s: err = %v, want the terminal render failure", step, err)
+		}
+		if got := renders(); got != want {
+			t.Errorf("%s: %v failed renders in all, want %v", step, got, want)
+		}
+	}
+	sync("first sync", 1)
+	sync("a child's event", 1)
+	sync("another child's event", 1)
+
+	changed := p.DeepCopy()
+	changed.Object["spec"].(map[string]any)["replicas"] = int64(3)
+	changed.SetGeneration(2)
+	changed.SetResourceVersion("2")
+	must(t, f.c.reg.Parent(webappGVR).Informers[""].GetIndexer().Update(changed))
+	sync("a spec change", 2)
+	sync("the same spec again", 2)
+
+	f.c.renderFailures.reset()
+	sync("after the periodic resync", 3)
+}

@@ -1,0 +1,105 @@
+package gvr
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// RenderBudget bounds the work one render of one custom resource (its
+// children and its status together) may do. Templates are the platform
+// team's but values are the tenant's, and a plausible template can turn a
+// tenant's number into unbounded work (range until .Spec.shards). Zero
+// fields take the defaults (DefaultRenderBudget), which no realistic
+// template comes near; an entry raises them where its templates need more.
+type RenderBudget struct {
+	// Steps bounds the template steps: range iterations, template and
+	// include calls, function calls and printed values, plus what the
+	// functions return (one step per list item or map entry, and per 64
+	// bytes of text).
+	Steps int64 `json:"steps,omitempty"`
+	// StringBytes bounds the length of the text any one function returns.
+	StringBytes int64 `json:"stringBytes,omitempty"`
+	// ListItems bounds the items of a list, or the entries of a map, any one
+	// function returns.
+	ListItems int64 `json:"listItems,omitempty"`
+	// IncludeDepth bounds the nesting of include and template calls.
+	IncludeDepth int64 `json:"includeDepth,omitempty"`
+}
+
+// DefaultRenderBudget is the budget of an entry that sets none: a
+// chart-sized template renders in about 1% of its steps, a 2,000-item
+// list in a few percent; the whole budget is about half a second of one
+// core (a step is about a microsecond: a loop turn, a call).
+var DefaultRenderBudget = RenderBudget{Steps: 500_000, StringBytes: 1 << 20, ListItems: 100_000, IncludeDepth: 100}
+
+// renderBudgetMax is how far an entry may raise each bound: a budget is a
+// safety net, not a way to switch it off.
+var renderBudgetMax = RenderBudget{Steps: 100_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000}
+
+var renderBudgetFields = []string{"steps", "stringBytes", "listItems", "includeDepth"}
+
+// WithDefaults returns b with every zero field set to its default.
+func (b RenderBudget) WithDefaults() RenderBudget {
+	d := DefaultRenderBudget
+	if b.Steps > 0 {
+		d.Steps = b.Steps
+	}
+	if b.StringBytes > 0 {
+		d.StringBytes = b.StringBytes
+	}
+	if b.ListItems > 0 {
+		d.ListItems = b.ListItems
+	}
+	if b.IncludeDepth > 0 {
+		d.IncludeDepth = b.IncludeDepth
+	}
+	return d
+}
+
+// decodeRenderBudget reads an entry's renderBudget mapping, reporting every
+// bad field.
+func (d *decoder) decodeRenderBudget(i int, entry string, v any) *RenderBudget {
+	if v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.addf(entry, "renderBudget", "must be a mapping with %s, not %s", strings.Join(renderBudgetFields, ", "), jsonType(v))
+		d.markBad(i, "renderBudget")
+		return nil
+	}
+	b := &RenderBudget{}
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(renderBudgetFields, k) {
+			d.addf(entry, "renderBudget."+k, "unknown field %q (known: %s)", k, strings.Join(renderBudgetFields, ", "))
+			d.markBad(i, "renderBudget")
+		}
+	}
+	field := func(name string, max int64) int64 {
+		raw, ok := m[name]
+		if !ok || raw == nil {
+			return 0
+		}
+		path := "renderBudget." + name
+		n, isNum := raw.(json.Number)
+		v, err := n.Int64()
+		if !isNum || err != nil || v < 1 || v > max {
+			d.addf(entry, path, "%v: must be a whole number from 1 to %d", raw, max)
+			d.markBad(i, "renderBudget")
+			return 0
+		}
+		return v
+	}
+	b.Steps = field("steps", renderBudgetMax.Steps)
+	b.StringBytes = field("stringBytes", renderBudgetMax.StringBytes)
+	b.ListItems = field("listItems", renderBudgetMax.ListItems)
+	b.IncludeDepth = field("includeDepth", renderBudgetMax.IncludeDepth)
+	return b
+}
+
+// String describes the budget for logs and errors.
+func (b RenderBudget) String() string {
+	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth)
+}

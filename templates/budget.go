@@ -1,0 +1,622 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"text/template"
+	"unicode/utf8"
+)
+
+// A budget for every render (DESIGN.md, "A budget for every render").
+// text/template cannot be interrupted from outside, so the work is counted
+// where it happens, and a render stops at the first step past its bound:
+//
+//   - The rewrite (rewrite.go) makes every range iteration and every
+//     template body start with a call of stepFunc, and turns template calls
+//     into include, whose nesting is bounded: a loop or a recursion costs
+//     a step per turn, whatever its body.
+//   - Every function a template may call is wrapped (bindFuncs): each call
+//     costs a step, plus what it returns (an item per list item or map
+//     entry, one per 64 bytes of text), and no one call may return more
+//     than StringBytes of text or ListItems items.
+//   - Functions that could build a large result from a small input (until,
+//     repeat, indent, replace, printf's widths, toYaml of a structure that
+//     shares its parts...) are checked before they run (guards), since the
+//     allocation itself is the harm: a result too large to return is never
+//     built.
+//
+// Everything else an action does is bounded by the template's own size
+// for each step counted, so steps bound the time, and the bounds on
+// results bound the memory. The counts depend only on the templates and
+// the resource, never on the clock: every replica and every pass fails the
+// same render the same way.
+
+// ErrBudgetExceeded is what every render past its budget wraps; find it
+// with errors.Is.
+var ErrBudgetExceeded = errors.New("render budget exceeded")
+
+// BudgetError names the bound a render went past.
+type BudgetError struct {
+	// Bound is the renderBudget field: steps, stringBytes, listItems or
+	// includeDepth.
+	Bound string
+	// Limit is its value.
+	Limit int64
+	// What says what went past it.
+	What string
+}
+
+// Error reads "render budget exceeded: until returns 300000000 items, over
+// renderBudget.listItems 100000".
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("%v: %s, over renderBudget.%s %d", ErrBudgetExceeded, e.What, e.Bound, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrBudgetExceeded) hold.
+func (e *BudgetError) Is(target error) bool { return target == ErrBudgetExceeded }
+
+// stepFunc is the internal function the rewrite calls at the start of
+// every range iteration and template body.
+const stepFunc = "__stencil_step"
+
+// charge adds n steps and fails once the render is past its budget.
+func (st *execState) charge(n int64) error {
+	st.steps += n
+	if st.steps > st.budget.Steps {
+		return &BudgetError{Bound: "steps", Limit: st.budget.Steps, What: fmt.Sprintf("more than %d steps", st.budget.Steps)}
+	}
+	return nil
+}
+
+// chargeResult charges what one call of name returned, and fails when it is
+// larger than any one call may return.
+func (st *execState) chargeResult(name string, v any) error {
+	switch r := v.(type) {
+	case string:
+		if int64(len(r)) > st.budget.StringBytes {
+			return &BudgetError{Bound: "stringBytes", Limit: st.budget.StringBytes, What: fmt.Sprintf("%s returns %d bytes", name, len(r))}
+		}
+		return st.charge(int64(len(r)) / 64)
+	case []any:
+		return st.chargeItems(name, len(r))
+	case []string:
+		return st.chargeItems(name, len(r))
+	case []int:
+		return st.chargeItems(name, len(r))
+	case []int64:
+		return st.chargeItems(name, len(r))
+	case map[string]any:
+		return st.chargeItems(name, len(r))
+	}
+	return nil
+}
+
+func (st *execState) chargeItems(name string, n int) error {
+	if err := st.items(name, int64(n)); err != nil {
+		return err
+	}
+	return st.charge(int64(n))
+}
+
+// items fails when n items are more than one call may return.
+func (st *execState) items(name string, n int64) error {
+	if n > st.budget.ListItems {
+		return &BudgetError{Bound: "listItems", Limit: st.budget.ListItems, What: fmt.Sprintf("%s returns %d items", name, n)}
+	}
+	return nil
+}
+
+// text fails when n bytes are more than one call may return.
+func (st *execState) text(name string, n int64) error {
+	if n > st.budget.StringBytes {
+		return &BudgetError{Bound: "stringBytes", Limit: st.budget.StringBytes, What: fmt.Sprintf("%s would return %d bytes", name, n)}
+	}
+	return nil
+}
+
+// measured fails when v, written out (every shared part as often as it is
+// referenced, as a serialiser writes it), is larger than one call may
+// return; it charges the walk. A list that holds itself 30 levels deep is
+// 2^30 of its items, and toYaml would write every one.
+func (st *execState) measured(name string, v any) error {
+	limit := st.budget.StringBytes
+	var size int64
+	var walk func(v any, depth int) bool
+	walk = func(v any, depth int) bool {
+		if depth > 10_000 {
+			size = limit + 1
+			return false
+		}
+		switch t := v.(type) {
+		case string:
+			size += int64(len(t)) + 2
+		case []any:
+			size += 2
+			for _, e := range t {
+				if !walk(e, depth+1) {
+					return false
+				}
+			}
+		case map[string]any:
+			size += 2
+			for k, e := range t {
+				size += int64(len(k)) + 2
+				if !walk(e, depth+1) {
+					return false
+				}
+			}
+		case []string:
+			for _, e := range t {
+				size += int64(len(e)) + 2
+			}
+		default:
+			rv := reflect.ValueOf(v)
+			switch rv.Kind() {
+			case reflect.Slice, reflect.Array:
+				for i := range rv.Len() {
+					if !walk(rv.Index(i).Interface(), depth+1) {
+						return false
+					}
+				}
+			case reflect.Map:
+				it := rv.MapRange()
+				for it.Next() {
+					size += 8
+					if !walk(it.Value().Interface(), depth+1) {
+						return false
+					}
+				}
+			default:
+				size += 8
+			}
+		}
+		return size <= limit
+	}
+	walk(v, 0)
+	if size > limit {
+		return &BudgetError{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
+	}
+	return st.charge(size / 64)
+}
+
+// guard checks a call before it runs; args are the call's arguments.
+type guard func(st *execState, name string, args []any) error
+
+// guards are the functions whose result can be far larger than their
+// arguments, each checked before it runs.
+var guards = map[string]guard{
+	"until":     func(st *execState, name string, a []any) error { return st.items(name, abs(toInt(a, 0))) },
+	"untilStep": guardUntilStep,
+	"seq":       guardSeq,
+	"repeat": func(st *execState, name string, a []any) error {
+		return st.text(name, toInt(a, 0)*int64(len(str(a, 1))))
+	},
+	"indent":                     guardIndent,
+	"nindent":                    guardIndent,
+	"wrapWith":                   guardWrapWith,
+	"replace":                    guardReplace,
+	"split":                      guardSplit(1, 0),
+	"splitList":                  guardSplit(1, 0),
+	"splitn":                     guardSplit(2, 0),
+	"regexSplit":                 guardRegexCount(1, 0),
+	"regexFindAll":               guardRegexCount(1, 0),
+	"mustRegexSplit":             guardRegexCount(1, 0),
+	"mustRegexFindAll":           guardRegexCount(1, 0),
+	"regexReplaceAll":            guardRegexReplace,
+	"regexReplaceAllLiteral":     guardRegexReplace,
+	"mustRegexReplaceAll":        guardRegexReplace,
+	"mustRegexReplaceAllLiteral": guardRegexReplace,
+	"printf":                     guardPrintf,
+	"concat":                     guardConcat,
+	"uniq":                       guardQuadratic,
+	"mustUniq":                   guardQuadratic,
+	"without":                    guardQuadratic,
+	"mustWithout":                guardQuadratic,
+}
+
+// measuredFuncs write out or copy their arguments whole: each argument is
+// measured (measured) before they run. html and js write up to six bytes
+// for one.
+var measuredFuncs = map[string]int64{
+	"toYaml": 1, "toJson": 1, "toRawJson": 1, "toPrettyJson": 2, "mustToJson": 1, "mustToRawJson": 1, "mustToPrettyJson": 2,
+	"toString": 1, "toStrings": 1, "print": 1, "println": 1, "printf": 1, "cat": 1, "join": 1, "quote": 1, "squote": 1,
+	"deepCopy": 1, "mustDeepCopy": 1, "merge": 1, "mustMerge": 1, "mergeOverwrite": 1, "mustMergeOverwrite": 1,
+	"sha256sum": 1, "b64enc": 2, "b32enc": 2, "html": 6, "js": 6, "urlquery": 3, "sortAlpha": 1,
+	toYAMLStruct: 1, toJSONStruct: 1,
+}
+
+func guardUntilStep(st *execState, name string, a []any) error {
+	start, stop, step := toInt(a, 0), toInt(a, 1), toInt(a, 2)
+	if step == 0 || (stop-start)/step < 0 {
+		return nil // sprig returns an empty list
+	}
+	return st.items(name, (stop-start)/step+1)
+}
+
+func guardSeq(st *execState, name string, a []any) error {
+	var first, last, step int64 = 1, 0, 1
+	switch len(a) {
+	case 1:
+		last = toInt(a, 0)
+	case 2:
+		first, last = toInt(a, 0), toInt(a, 1)
+	case 3:
+		first, step, last = toInt(a, 0), toInt(a, 1), toInt(a, 2)
+	default:
+		return nil
+	}
+	if step == 0 {
+		return nil
+	}
+	return st.items(name, abs((last-first)/step)+1)
+}
+
+func guardIndent(st *execState, name string, a []any) error {
+	s := str(a, 1)
+	return st.text(name, int64(len(s))+abs(toInt(a, 0))*int64(strings.Count(s, "\n")+2))
+}
+
+func guardWrapWith(st *execState, name string, a []any) error {
+	n, sep, s := max(toInt(a, 0), 1), str(a, 1), str(a, 2)
+	return st.text(name, int64(len(s))+int64(len(s))/n*int64(len(sep))+int64(len(sep)))
+}
+
+func guardReplace(st *execState, name string, a []any) error {
+	old, repl, s := str(a, 0), str(a, 1), str(a, 2)
+	if len(repl) <= len(old) {
+		return nil
+	}
+	n := int64(strings.Count(s, old))
+	return st.text(name, int64(len(s))+n*int64(len(repl)-len(old)))
+}
+
+// guardSplit counts the parts of splitting argument s by argument sep.
+func guardSplit(s, sep int) guard {
+	return func(st *execState, name string, a []any) error {
+		text, by := str(a, s), str(a, sep)
+		n := int64(utf8.RuneCountInString(text)) + 1
+		if by != "" {
+			n = int64(strings.Count(text, by)) + 1
+		}
+		return st.items(name, n)
+	}
+}
+
+// guardRegexCount counts the matches of regex argument re in argument s.
+func guardRegexCount(s, re int) guard {
+	return func(st *execState, name string, a []any) error {
+		r, err := regexp.Compile(str(a, re))
+		if err != nil {
+			return nil // the function reports it
+		}
+		text := str(a, s)
+		if err := st.charge(int64(len(text)) / 64); err != nil {
+			return err
+		}
+		return st.items(name, int64(len(r.FindAllStringIndex(text, int(min(st.budget.ListItems+1, int64(len(text))+1))))))
+	}
+}
+
+func guardRegexReplace(st *execState, name string, a []any) error {
+	r, err := regexp.Compile(str(a, 0))
+	if err != nil {
+		return nil
+	}
+	s, repl := str(a, 1), str(a, 2)
+	if err := st.charge(int64(len(s)) / 64); err != nil {
+		return err
+	}
+	if repl == "" {
+		return nil
+	}
+	limit := int(min(st.budget.StringBytes, int64(len(s))+1))
+	n := int64(len(r.FindAllStringIndex(s, limit)))
+	// Each $ in the replacement may stand for a whole match, and the
+	// matches together are at most the text.
+	return st.text(name, int64(len(s))+n*int64(len(repl))+int64(strings.Count(repl, "$"))*int64(len(s)))
+}
+
+// widths finds the numbers in printf's verbs (width and precision).
+var widths = regexp.MustCompile(`%[-+# 0]*(\[\d+\])?(\d+|\*)?(\.(\[\d+\])?(\d+|\*))?`)
+
+func guardPrintf(st *execState, name string, a []any) error {
+	format := str(a, 0)
+	star := false
+	for _, m := range widths.FindAllStringSubmatch(format, -1) {
+		for _, w := range []string{m[2], m[5]} {
+			if w == "*" {
+				star = true
+				continue
+			}
+			if len(w) > 9 || (w != "" && toInt([]any{w}, 0) > st.budget.StringBytes) {
+				return st.text(name, st.budget.StringBytes+1)
+			}
+		}
+	}
+	if star {
+		for i := 1; i < len(a); i++ {
+			if abs(toInt(a, i)) > st.budget.StringBytes {
+				return st.text(name, abs(toInt(a, i)))
+			}
+		}
+	}
+	return nil
+}
+
+func guardConcat(st *execState, name string, a []any) error {
+	var n int64
+	for _, l := range a {
+		if rv := reflect.ValueOf(l); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
+			n += int64(rv.Len())
+		}
+	}
+	return st.items(name, n)
+}
+
+// guardQuadratic charges the comparisons of a function that compares every
+// item with every other (sprig's uniq and without).
+func guardQuadratic(st *execState, name string, a []any) error {
+	var n, m int64 = 0, 1
+	if rv := reflect.ValueOf(first(a)); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
+		n = int64(rv.Len())
+	}
+	if name == "uniq" || name == "mustUniq" {
+		m = n
+	} else {
+		m = int64(len(a) - 1)
+	}
+	return st.charge(n * m / 64)
+}
+
+func first(a []any) any {
+	if len(a) == 0 {
+		return nil
+	}
+	return a[0]
+}
+
+// toInt reads argument i as sprig does with toInt64 (0 when it is not a
+// number).
+func toInt(a []any, i int) int64 {
+	if i >= len(a) {
+		return 0
+	}
+	switch v := a[i].(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case float64:
+		if v > 1e18 || v < -1e18 {
+			return 1e18
+		}
+		return int64(v)
+	case string:
+		var n int64
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int64(c-'0')
+			if n > 1e18 {
+				return 1e18
+			}
+		}
+		return n
+	}
+	rv := reflect.ValueOf(a[i])
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if rv.Uint() > 1e18 {
+			return 1e18
+		}
+		return int64(rv.Uint())
+	}
+	return 0
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// str reads argument i as text.
+func str(a []any, i int) string {
+	if i >= len(a) {
+		return ""
+	}
+	if s, ok := a[i].(string); ok {
+		return s
+	}
+	return fmt.Sprint(a[i])
+}
+
+// budgetedFuncs returns funcs with every function wrapped to count its
+// steps into st, check its arguments (guards, measuredFuncs) and bound its
+// result. The builtins that can write large text (print, printf, println,
+// html, js, urlquery) are replaced by counted ones too; and and or keep
+// their short-circuit as builtins, and cost what their arguments cost.
+func budgetedFuncs(funcs template.FuncMap, st *execState) template.FuncMap {
+	out := make(template.FuncMap, len(funcs)+8)
+	for name, fn := range funcs {
+		out[name] = wrapFunc(st, name, fn)
+	}
+	for name, fn := range map[string]any{
+		"print": fmt.Sprint, "printf": fmt.Sprintf, "println": fmt.Sprintln,
+		"html": template.HTMLEscaper, "js": template.JSEscaper, "urlquery": template.URLQueryEscaper,
+	} {
+		out[name] = wrapFunc(st, name, fn)
+	}
+	out[stepFunc] = func(n int) (string, error) { return "", st.charge(int64(n)) }
+	return out
+}
+
+// before runs the checks of a call of name with args.
+func (st *execState) before(name string, args []any) error {
+	if err := st.charge(1); err != nil {
+		return err
+	}
+	if f := measuredFuncs[name]; f > 0 {
+		for _, a := range args {
+			if err := st.measured(name, a); err != nil {
+				return err
+			}
+		}
+		if f > 1 {
+			var n int64
+			for _, a := range args {
+				if s, ok := a.(string); ok {
+					n += int64(len(s))
+				}
+			}
+			if err := st.text(name, n*f); err != nil {
+				return err
+			}
+		}
+	}
+	if g := guards[name]; g != nil {
+		return g(st, name, args)
+	}
+	return nil
+}
+
+// mustNot panics with err: the wrapped functions of the common signatures
+// return no error, and text/template turns a function's panic into its
+// error, with the template and line.
+func mustNot(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// wrapFunc wraps fn (see budgetedFuncs). The common signatures get a typed
+// wrapper; the rest go through reflection.
+func wrapFunc(st *execState, name string, fn any) any {
+	checked := measuredFuncs[name] > 0 || guards[name] != nil
+	switch f := fn.(type) {
+	case func(string) string:
+		return func(s string) string {
+			mustNot(st.charge(1 + int64(len(s))/64))
+			r := f(s)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(any) string:
+		return func(v any) string {
+			mustNot(st.before(name, []any{v}))
+			r := f(v)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(any) (string, error):
+		return func(v any) (string, error) {
+			if err := st.before(name, []any{v}); err != nil {
+				return "", err
+			}
+			r, err := f(v)
+			if err != nil {
+				return r, err
+			}
+			return r, st.chargeResult(name, r)
+		}
+	case func(int, string) string:
+		return func(n int, s string) string {
+			if checked {
+				mustNot(st.before(name, []any{n, s}))
+			} else {
+				mustNot(st.charge(1))
+			}
+			r := f(n, s)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(string, string) string:
+		return func(a, b string) string {
+			mustNot(st.charge(1 + int64(len(a)+len(b))/64))
+			r := f(a, b)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(...any) string:
+		return func(args ...any) string {
+			mustNot(st.before(name, args))
+			r := f(args...)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(any, ...any) any:
+		return func(v any, args ...any) any {
+			if checked {
+				mustNot(st.before(name, append([]any{v}, args...)))
+			} else {
+				mustNot(st.charge(1))
+			}
+			r := f(v, args...)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(string, string, string) string:
+		return func(a, b, c string) string {
+			mustNot(st.before(name, []any{a, b, c}))
+			r := f(a, b, c)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	}
+	return wrapReflect(st, name, fn)
+}
+
+var errorType = reflect.TypeFor[error]()
+
+// wrapReflect wraps a function of any signature.
+func wrapReflect(st *execState, name string, fn any) any {
+	fv := reflect.ValueOf(fn)
+	ft := fv.Type()
+	if ft.Kind() != reflect.Func || ft.NumOut() == 0 {
+		return fn
+	}
+	returnsErr := ft.NumOut() == 2 && ft.Out(1) == errorType
+	return reflect.MakeFunc(ft, func(in []reflect.Value) []reflect.Value {
+		args := make([]any, 0, len(in))
+		for i, v := range in {
+			if ft.IsVariadic() && i == len(in)-1 {
+				for j := range v.Len() {
+					args = append(args, v.Index(j).Interface())
+				}
+				continue
+			}
+			args = append(args, v.Interface())
+		}
+		fail := func(err error) []reflect.Value {
+			if !returnsErr {
+				panic(err)
+			}
+			return []reflect.Value{reflect.Zero(ft.Out(0)), reflect.ValueOf(&err).Elem()}
+		}
+		if err := st.before(name, args); err != nil {
+			return fail(err)
+		}
+		var out []reflect.Value
+		if ft.IsVariadic() {
+			out = fv.CallSlice(in)
+		} else {
+			out = fv.Call(in)
+		}
+		if returnsErr && !out[1].IsNil() {
+			return out
+		}
+		if err := st.chargeResult(name, out[0].Interface()); err != nil {
+			return fail(err)
+		}
+		return out
+	}).Interface()
+}

@@ -1,0 +1,180 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// hostileTemplates are plausible templates that a tenant's number or list
+// turns into unbounded work, each with the spec that does it and a benign
+// spec that renders as it always did.
+var hostileTemplates = []struct {
+	name, text      string
+	hostile, benign map[string]any
+}{
+	{"shards", `{{- range $i := until (int .Spec.shards) }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shard-{{ $i }}
+{{- end }}
+`, map[string]any{"shards": int64(300_000_000)}, map[string]any{"shards": int64(3)}},
+	{"duplicates", `{{- $dups := 0 }}
+{{- range $i, $a := .Spec.hosts }}{{ range $j, $b := $.Spec.hosts }}{{ if and (ne $i $j) (eq $a $b) }}{{ $dups = add1 $dups }}{{ end }}{{ end }}{{ end }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hosts
+data:
+  duplicates: "{{ $dups }}"
+`, map[string]any{"hosts": hostList(20_000)}, map[string]any{"hosts": hostList(200)}},
+	{"width", `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: banner
+data:
+  rule: {{ repeat (int .Spec.width) "=" }}
+`, map[string]any{"width": int64(2_000_000_000)}, map[string]any{"width": int64(40)}},
+}
+
+func hostList(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("host-%d.example.com", i%(n-1))
+	}
+	return out
+}
+
+// renderMeasured renders spec with set and returns the error, the time and
+// the bytes allocated.
+func renderMeasured(t *testing.T, set *Set, spec map[string]any) (error, time.Duration, uint64) {
+	t.Helper()
+	p := parent()
+	p.Spec = spec
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	_, err := set.Render(p)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return err, took, after.TotalAlloc - before.TotalAlloc
+}
+
+var budgetLocation = regexp.MustCompile(`^[a-z]+\.yaml\.tmpl:\d+: `)
+
+// Each hostile value ends in under a second and 50 MiB of allocation, with
+// an error naming the template, the line and the bound; the benign values
+// render as before.
+func TestRenderBudgetStopsHostileValues(t *testing.T) {
+	for _, tc := range hostileTemplates {
+		t.Run(tc.name, func(t *testing.T) {
+			set := loadSet(t, Options{AllowedKinds: configMapKinds}, tc.name+".yaml.tmpl", tc.text)
+			if err, _, _ := renderMeasured(t, set, tc.benign); err != nil {
+				t.Fatalf("benign spec: %v", err)
+			}
+			err, took, alloc := renderMeasured(t, set, tc.hostile)
+			t.Logf("hostile %s: %v in %s, %.1f MiB allocated", tc.name, err, took.Round(time.Millisecond), float64(alloc)/(1<<20))
+			if !errors.Is(err, ErrBudgetExceeded) {
+				t.Fatalf("hostile spec: err = %v, want ErrBudgetExceeded", err)
+			}
+			if !budgetLocation.MatchString(err.Error()) || !strings.Contains(err.Error(), "renderBudget.") {
+				t.Errorf("error %q does not name template:line and the bound", err)
+			}
+			if took > time.Second && !raceEnabled {
+				t.Errorf("hostile render took %s, want under 1s", took)
+			}
+			if alloc > 50<<20 {
+				t.Errorf("hostile render allocated %.1f MiB, want under 50", float64(alloc)/(1<<20))
+			}
+		})
+	}
+}
+
+// Other shapes of amplification: the property, not the three examples.
+func TestRenderBudgetBoundsAmplification(t *testing.T) {
+	big := map[string]any{"n": int64(1_000_000_000), "s": "ab", "list": hostList(5_000)}
+	for name, text := range map[string]string{
+		"untilStep":  `{{ range untilStep 0 (int .Spec.n) 1 }}{{ end }}`,
+		"seq":        `{{ seq 1 (int .Spec.n) }}`,
+		"indent":     `{{ indent (int .Spec.n) "x" }}`,
+		"printf":     `{{ printf "%0*d" (int .Spec.n) 1 }}`,
+		"printfLit":  `{{ printf (print "%0" .Spec.n "d") 1 }}`,
+		"replace":    `{{ $s := repeat 100000 "a" }}{{ replace "" $s $s }}`,
+		"regex":      `{{ $s := repeat 100000 "a" }}{{ regexReplaceAll "" $s $s }}`,
+		"doubling":   `{{ $x := list .Spec.s }}{{ range until 40 }}{{ $x = list $x $x }}{{ end }}{{ toJson $x }}`,
+		"deepCopy":   `{{ $x := list .Spec.s }}{{ range until 40 }}{{ $x = list $x $x }}{{ end }}{{ $y := deepCopy $x }}`,
+		"append":     `{{ $x := list }}{{ range until (int .Spec.n) }}{{ $x = append $x 1 }}{{ end }}`,
+		"recursion":  `{{ define "r" }}{{ template "r" . }}{{ end }}{{ template "r" . }}`,
+		"include":    `{{ define "i" }}{{ include "i" . }}{{ end }}{{ include "i" . }}`,
+		"rangeInt":   `{{ range (int .Spec.n) }}{{ end }}`,
+		"splitEmpty": `{{ $s := repeat 1000000 "a" }}{{ splitList "" $s }}`,
+		"uniq":       `{{ $l := list }}{{ range until 90000 }}{{ $l = append $l . }}{{ end }}{{ uniq $l }}`,
+		"join":       `{{ $s := repeat 1000000 "a" }}{{ $l := list }}{{ range until 1000 }}{{ $l = append $l $s }}{{ end }}{{ join "," $l }}`,
+		"nested":     `{{ range .Spec.list }}{{ range $.Spec.list }}{{ end }}{{ end }}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := loadSet(t, Options{AllowedKinds: configMapKinds}, "t.yaml.tmpl", text+"\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+			err, took, alloc := renderMeasured(t, set, big)
+			t.Logf("%s: %v in %s, %.1f MiB", name, err, took.Round(time.Millisecond), float64(alloc)/(1<<20))
+			if !errors.Is(err, ErrBudgetExceeded) {
+				t.Fatalf("err = %v, want ErrBudgetExceeded", err)
+			}
+			// Timed loosely: a loop of the whole budget is about half a
+			// second of one core, and the tests share theirs.
+			if (took > 2*time.Second && !raceEnabled) || alloc > 64<<20 {
+				t.Errorf("took %s and %.1f MiB, want under 2s and 64 MiB", took, float64(alloc)/(1<<20))
+			}
+		})
+	}
+}
+
+// An entry raises its budget with renderBudget; a 2,000-item list renders
+// far inside the default.
+func TestRenderBudgetDefaultsFitRealLists(t *testing.T) {
+	set := loadSet(t, Options{AllowedKinds: configMapKinds}, "list.yaml.tmpl", `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hosts
+data:
+{{- range $i, $h := .Spec.hosts }}
+  h{{ $i }}: {{ $h | upper | quote }}
+{{- end }}
+`)
+	p := parent()
+	p.Spec = map[string]any{"hosts": hostList(2_000)}
+	if _, err := set.Render(p); err != nil {
+		t.Fatal(err)
+	}
+	steps := renderSteps(t, set, p)
+	t.Logf("a 2,000-item list: %d steps of %d", steps, set.budget.Steps)
+	if steps*20 > set.budget.Steps {
+		t.Errorf("a 2,000-item list took %d steps, over 5%% of the default %d", steps, set.budget.Steps)
+	}
+}
+
+// renderSteps renders p and returns the steps it counted.
+func renderSteps(t *testing.T, set *Set, p interface{}) int64 {
+	t.Helper()
+	e, err := set.executor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.release(e)
+	for _, name := range set.res.Templates {
+		if _, err := execute(e.t, name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e.st.steps
+}
+
+var configMapKinds = []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}}
