@@ -182,15 +182,15 @@ type Controller struct {
 	dryRuns     dryRunMemo
 	// expect holds stencil's own writes that the caches have not shown
 	// yet: a sync never decides a write from a view older than them.
-	expect      *expectations
-	statusMemo  statusMemo
+	expect     *expectations
+	statusMemo statusMemo
 	// renderFailures holds the renders that failed, not run again while
 	// their input is the same.
 	renderFailures renderFailures
-	refusals    refusalMemo
-	rollouts    rollouts
-	terminating terminatingNamespaces
-	health      *health
+	refusals       refusalMemo
+	rollouts       rollouts
+	terminating    terminatingNamespaces
+	health         *health
 	// fence, under leader election or in a ring, says whether this replica
 	// may still write for a namespace (see fencedLock, ringState); nil
 	// otherwise.
