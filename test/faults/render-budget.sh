@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# One tenant cannot exhaust stencil (the render budget): a stencil process
+# under GOMEMLIMIT serves the 200 good resources and 5 hostile WebApps whose
+# spec turns a plausible template into unbounded work (issue 31's three
+# shapes: range until a tenant's number, a loop in a loop over a tenant's
+# 20,000 host names, repeat of a tenant's width). Nothing restarts, the peak
+# RSS stays under 512 MiB (a pod's limit), every good resource is Ready,
+# each hostile one says RenderFailed naming the bound, and each is rendered
+# once per spec change: stencil_render_budget_exceeded_total counts 5, then
+# 10 after a spec change to each, with one Warning event per change.
+# shellcheck source=test/faults/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+use_namespace render-budget
+
+# The example config with one more template: the three shapes, each only
+# for a WebApp whose spec.config asks for it (the good ones render as ever).
+mkdir -p "$WORK/config"
+cp -r "$smoke_root/crds/webapp" "$smoke_root/crds/memcached" "$WORK/config/"
+cat >"$WORK/config/webapp/budget.yaml.tmpl" <<'EOF'
+{{- /* Plausible templates whose work a tenant's number or list decides. */ -}}
+{{- $c := get .Spec "config" dict }}
+{{- if hasKey $c "shards" }}
+{{- range $i := until (int $c.shards) }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ printf "%s-shard-%d" $.Name $i | quote }}
+data:
+  shard: {{ $i | quote }}
+{{- end }}
+{{- end }}
+{{- if hasKey $c "hosts" }}
+{{- $hosts := splitList "," $c.hosts }}
+{{- $dups := 0 }}
+{{- range $i, $a := $hosts }}{{ range $j, $b := $hosts }}{{ if and (ne $i $j) (eq $a $b) }}{{ $dups = add1 $dups }}{{ end }}{{ end }}{{ end }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ printf "%s-hosts" .Name | quote }}
+data:
+  duplicates: {{ $dups | quote }}
+{{- end }}
+{{- if hasKey $c "width" }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ printf "%s-banner" .Name | quote }}
+data:
+  rule: {{ repeat (int $c.width) "=" | quote }}
+{{- end }}
+EOF
+sed 's|      - webapp/configmap.yaml.tmpl|&\n      - webapp/budget.yaml.tmpl|' "$smoke_root/crds/stencil.yaml" >"$WORK/config/stencil.yaml"
+grep -q budget.yaml.tmpl "$WORK/config/stencil.yaml" || fail "could not add the budget template to the config"
+FAULTS_CONFIG="$WORK/config/stencil.yaml"
+
+GOMEMLIMIT=256MiB start_replica a
+pid=${RPID[a]}
+rmetric() {
+  http_get "${RMETRICS[a]}" /metrics | tr -d '\r' |
+    awk -v m="$1" '($1 == m || index($1, m "{") == 1) { s += $NF } END { printf "%g", s + 0 }'
+}
+
+hosts=$(for ((i = 0; i < 20000; i++)); do printf 'host-%d.example.com,' $((i % 19999)); done)
+hostile() {
+  local name=$1 key=$2 value=$3
+  printf '{"apiVersion":"apps.example.com/v1beta1","kind":"WebApp","metadata":{"name":"%s"},"spec":{"image":"registry.k8s.io/pause:3.10","replicas":1,"config":{"%s":"%s"}}}' \
+    "$name" "$key" "$value"
+}
+hostile_names=(wa-shards wa-shards-2 wa-hosts wa-width wa-width-2)
+
+step "200 good resources and 5 hostile WebApps, at once"
+t0=$(now_ms)
+apply_workload 1
+hostile wa-shards shards 300000000 | kn create -f - >/dev/null
+hostile wa-shards-2 shards 2000000000 | kn create -f - >/dev/null
+hostile wa-hosts hosts "${hosts%,}" | kn create -f - >/dev/null
+hostile wa-width width 2000000000 | kn create -f - >/dev/null
+hostile wa-width-2 width 100000000 | kn create -f - >/dev/null
+wait_recovered 300
+ok "all $WORKLOAD good resources Ready $(secs "$t0" "$RECOVERED_MS")s after the apply"
+
+render_failed() {
+  local n
+  for n in "${hostile_names[@]}"; do
+    [ "$(kn get webapp "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}')" = RenderFailed ] || return 1
+  done
+}
+wait_for 60 "the hostile WebApps to say RenderFailed" render_failed
+for n in "${hostile_names[@]}"; do
+  msg=$(kn get webapp "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')
+  [[ "$msg" == *"budget.yaml.tmpl:"*"renderBudget."* ]] || fail "$n: Ready message does not name template:line and the bound: $msg"
+  [ "$(kn get webapp "$n" -o jsonpath='{.status.conditions[?(@.type=="Stalled")].status}')" = True ] || fail "$n is not Stalled"
+done
+ok "5 hostile WebApps RenderFailed, Stalled; e.g. $(kn get webapp wa-hosts -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')"
+
+step "no hot loop: each hostile resource rendered once"
+quiet_window
+exceeded=$(rmetric stencil_render_budget_exceeded_total)
+expect_eq "renders past the budget over the scenario and the quiet window" 5 "$exceeded"
+events() { kn get events --field-selector reason=RenderFailed -o jsonpath='{range .items[*]}{.count}{"\n"}{end}' | awk '{ n += $1 } END { print n + 0 }'; }
+expect_eq "RenderFailed Warning events" 5 "$(events)"
+
+step "a spec change to each: rendered once more each"
+for n in "${hostile_names[@]}"; do
+  kn patch webapp "$n" --type merge -p '{"spec":{"replicas":2}}' >/dev/null
+done
+gen2() {
+  local n
+  for n in "${hostile_names[@]}"; do
+    [ "$(kn get webapp "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].observedGeneration}')" = 2 ] || return 1
+  done
+}
+wait_for 60 "the hostile WebApps to report generation 2" gen2
+# A measurement period, not a wait for a condition: each status patch's own
+# watch event comes back within it, and would render again without the memo.
+sleep 10
+expect_eq "renders past the budget after a spec change to each" 10 "$(rmetric stencil_render_budget_exceeded_total)"
+expect_eq "RenderFailed Warning events after the spec change" 10 "$(events)"
+
+step "nothing restarted, memory within a pod's limit"
+running "$pid" || fail "stencil exited"
+hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
+((hwm_kb < 512 * 1024)) || fail "peak RSS $((hwm_kb / 1024)) MiB, over 512 MiB"
+ok "one process throughout (pid $pid); peak RSS $((hwm_kb / 1024)) MiB under GOMEMLIMIT=256MiB"
+
+figures "200 good resources Ready in $(secs "$t0" "$RECOVERED_MS")s beside 5 hostile WebApps; each hostile one RenderFailed naming the bound, rendered once per spec change (5, then 10), one Warning each; peak RSS $((hwm_kb / 1024)) MiB, no restart; $QUIET_FIGS"
