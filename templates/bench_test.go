@@ -58,7 +58,8 @@ func (r *textRenderer) render(parent *gvr.Object) (int, error) {
 // BenchmarkRender measures the render cost per resource of the example
 // WebApp (Deployment, Service, ConfigMap, PDB) with structure-safe
 // rendering against the text renderer it replaced, in the same run, and
-// reports the ratio (target: within 1.3x).
+// reports the ratio (target: within 1.3x); and the render budget's cost,
+// against the same renderer without it (target: within 1.05x).
 func BenchmarkRender(b *testing.B) {
 	// Not both paths, as the other tests do: the render as it runs.
 	defer func(v bool) { verifyFastPath = v }(verifyFastPath)
@@ -68,6 +69,10 @@ func BenchmarkRender(b *testing.B) {
 		b.Fatal(err)
 	}
 	set := exampleSets(b)["webapp"]
+	unbudgeted, err := Load(cfg, set.Resource(), Options{unbudgeted: true})
+	if err != nil {
+		b.Fatal(err)
+	}
 	parent := sampleParent(b, "webapp.yaml", set.Resource().GVR())
 	text := newTextRenderer(b, cfg, set)
 	want, err := text.render(parent)
@@ -80,6 +85,7 @@ func BenchmarkRender(b *testing.B) {
 		render func() (int, error)
 	}{
 		{"text", func() (int, error) { return text.render(parent) }},
+		{"unbudgeted", func() (int, error) { c, err := unbudgeted.Render(parent); return len(c), err }},
 		{"safe", func() (int, error) { c, err := set.Render(parent); return len(c), err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -98,5 +104,9 @@ func BenchmarkRender(b *testing.B) {
 		ratio := float64(per["safe"]) / float64(per["text"])
 		fmt.Printf("BenchmarkRender: %d children per resource; text %s, safe %s per resource: %.2fx the text renderer\n",
 			want, per["text"], per["safe"], ratio)
+	}
+	if per["unbudgeted"] > 0 && per["safe"] > 0 {
+		fmt.Printf("BenchmarkRender: with the render budget %s, without %s per resource: %.3fx (target: at most 1.05x)\n",
+			per["safe"], per["unbudgeted"], float64(per["safe"])/float64(per["unbudgeted"]))
 	}
 }

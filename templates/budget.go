@@ -123,6 +123,16 @@ func (st *execState) text(name string, n int64) error {
 // 2^30 of its items, and toYaml would write every one.
 func (st *execState) measured(name string, v any) error {
 	limit := st.budget.StringBytes
+	switch t := v.(type) {
+	case string:
+		// The common case (quote of a printed value) without the walk.
+		if int64(len(t)) > limit {
+			return &BudgetError{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
+		}
+		return st.charge(int64(len(t)) / 64)
+	case nil, bool, int, int64, float64:
+		return nil
+	}
 	var size int64
 	var walk func(v any, depth int) bool
 	walk = func(v any, depth int) bool {
@@ -561,6 +571,37 @@ func wrapFunc(st *execState, name string, fn any) any {
 				mustNot(st.charge(1))
 			}
 			r := f(v, args...)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(any, string) bool:
+		return func(v any, s string) bool {
+			mustNot(st.charge(1))
+			return f(v, s)
+		}
+	case func(any, string, any) any:
+		return func(m any, k string, d any) any {
+			mustNot(st.charge(1))
+			r := f(m, k, d)
+			mustNot(st.chargeResult(name, r))
+			return r
+		}
+	case func(any) int64:
+		return func(v any) int64 {
+			mustNot(st.charge(1))
+			return f(v)
+		}
+	case func(string, any) (any, error):
+		return func(s string, v any) (any, error) {
+			if err := st.charge(1); err != nil {
+				return nil, err
+			}
+			return f(s, v)
+		}
+	case func(string, ...any) string:
+		return func(format string, args ...any) string {
+			mustNot(st.before(name, append([]any{format}, args...)))
+			r := f(format, args...)
 			mustNot(st.chargeResult(name, r))
 			return r
 		}

@@ -14,7 +14,7 @@ import (
 
 // rewriteTree makes every printing action of tree print through valueFunc
 // (or a structural function), and refuses the functions in refusedFuncs.
-func rewriteTree(tree *parse.Tree) error {
+func rewriteTree(tree *parse.Tree, budget bool) error {
 	var errs []error
 	var walk func(n parse.Node)
 	walk = func(n parse.Node) {
@@ -25,7 +25,7 @@ func rewriteTree(tree *parse.Tree) error {
 			}
 			for i, c := range n.Nodes {
 				walk(c)
-				if t, ok := c.(*parse.TemplateNode); ok {
+				if t, ok := c.(*parse.TemplateNode); ok && budget {
 					n.Nodes[i] = templateAsInclude(t)
 				}
 			}
@@ -43,6 +43,9 @@ func rewriteTree(tree *parse.Tree) error {
 			walk(n.List)
 			walk(n.ElseList)
 			// Each iteration costs a step, whatever its body (budget.go).
+			if !budget {
+				return
+			}
 			if n.List == nil {
 				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
 			}
@@ -57,7 +60,7 @@ func rewriteTree(tree *parse.Tree) error {
 	}
 	walk(tree.Root)
 	// Each run of a template, the called ones too, costs a step.
-	if tree.Root != nil {
+	if tree.Root != nil && budget {
 		tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepNode(tree.Root.Pos, 1, 1)))
 	}
 	return errors.Join(errs...)

@@ -133,8 +133,12 @@ func printed(v any) string {
 
 // bindFuncs gives the template t (a clone owned by one executor) the
 // functions that record into st.
-func bindFuncs(t *template.Template, st *execState) {
-	t.Funcs(budgetedFuncs(Funcs(), st))
+func bindFuncs(t *template.Template, st *execState, budgeted bool) {
+	if budgeted {
+		t.Funcs(budgetedFuncs(Funcs(), st))
+	} else {
+		st.budget.Steps, st.budget.StringBytes, st.budget.IncludeDepth = 1<<62, 1<<62, 100
+	}
 	t.Funcs(template.FuncMap{
 		valueFunc: func(loc string, v any) (string, error) {
 			if err := scalar(v); err != nil {

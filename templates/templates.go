@@ -56,6 +56,9 @@ type Options struct {
 	// AllowedKinds are the child kinds templates may render when the config
 	// entry lists no children; empty means DefaultKinds.
 	AllowedKinds []schema.GroupVersionKind
+	// unbudgeted loads the templates as before the render budget, for
+	// BenchmarkRender's baseline only.
+	unbudgeted bool
 }
 
 // Set holds the parsed templates of one configured resource. It is safe for
@@ -72,7 +75,8 @@ type Set struct {
 	// otherwise. Render stamps it on every child (AnnotationTemplateRevision).
 	revision string
 	// budget bounds each render (budget.go).
-	budget gvr.RenderBudget
+	budget     gvr.RenderBudget
+	unbudgeted bool
 	// executors are clones of root, each with the functions bound to its
 	// own execState; a render takes one for its whole run.
 	executors sync.Pool
@@ -94,7 +98,7 @@ func (s *Set) executor() (*executor, error) {
 	}
 	e := &executor{t: t}
 	e.st.budget = s.budget
-	bindFuncs(t, &e.st)
+	bindFuncs(t, &e.st, !s.unbudgeted)
 	return e, nil
 }
 
@@ -123,7 +127,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		}
 	}
 	// The entry's children list decides; Options only when it has none.
-	s := &Set{res: res, kinds: res.ChildGVKs(), budget: gvr.RenderBudget{}.WithDefaults()}
+	s := &Set{res: res, kinds: res.ChildGVKs(), budget: gvr.RenderBudget{}.WithDefaults(), unbudgeted: opts.unbudgeted}
 	if res.RenderBudget != nil {
 		s.budget = res.RenderBudget.WithDefaults()
 	}
@@ -168,7 +172,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 			continue
 		}
 		done[t.Tree] = true
-		if err := rewriteTree(t.Tree); err != nil {
+		if err := rewriteTree(t.Tree, !opts.unbudgeted); err != nil {
 			field := fieldOf[t.Tree.ParseName]
 			if field == "" {
 				field = "templates"
