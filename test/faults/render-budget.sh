@@ -13,46 +13,12 @@ source "$(dirname "$0")/lib.sh"
 
 use_namespace render-budget
 
-# The example config with one more template: the three shapes, each only
-# for a WebApp whose spec.config asks for it (the good ones render as ever).
+# The example config with one more template (shared with
+# BenchmarkRenderBudget): the three shapes, each only for a WebApp whose
+# spec.config asks for it (the good ones render as ever).
 mkdir -p "$WORK/config"
 cp -r "$smoke_root/crds/webapp" "$smoke_root/crds/memcached" "$WORK/config/"
-cat >"$WORK/config/webapp/budget.yaml.tmpl" <<'EOF'
-{{- /* Plausible templates whose work a tenant's number or list decides. */ -}}
-{{- $c := get .Spec "config" dict }}
-{{- if hasKey $c "shards" }}
-{{- range $i := until (int $c.shards) }}
----
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ printf "%s-shard-%d" $.Name $i | quote }}
-data:
-  shard: {{ $i | quote }}
-{{- end }}
-{{- end }}
-{{- if hasKey $c "hosts" }}
-{{- $hosts := splitList "," $c.hosts }}
-{{- $dups := 0 }}
-{{- range $i, $a := $hosts }}{{ range $j, $b := $hosts }}{{ if and (ne $i $j) (eq $a $b) }}{{ $dups = add1 $dups }}{{ end }}{{ end }}{{ end }}
----
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ printf "%s-hosts" .Name | quote }}
-data:
-  duplicates: {{ $dups | quote }}
-{{- end }}
-{{- if hasKey $c "width" }}
----
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ printf "%s-banner" .Name | quote }}
-data:
-  rule: {{ repeat (int $c.width) "=" | quote }}
-{{- end }}
-EOF
+cp "$smoke_root/test/integration/testdata/budget/budget.yaml.tmpl" "$WORK/config/webapp/"
 sed 's|      - webapp/configmap.yaml.tmpl|&\n      - webapp/budget.yaml.tmpl|' "$smoke_root/crds/stencil.yaml" >"$WORK/config/stencil.yaml"
 grep -q budget.yaml.tmpl "$WORK/config/stencil.yaml" || fail "could not add the budget template to the config"
 FAULTS_CONFIG="$WORK/config/stencil.yaml"
