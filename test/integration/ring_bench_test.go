@@ -102,11 +102,15 @@ func runRingPhase(ctx context.Context, b *testing.B, admin dynamic.Interface, bi
 		namespaces = append(namespaces, ns)
 	}
 
+	// Started together, as deploy/ring's Deployment starts its pods: each
+	// member sees few of the others at its first list (issue 30).
 	var procs []*process
+	launched := time.Now()
 	for i := range members {
 		procs = append(procs, startProcessArgs(b, fmt.Sprintf("%s-%d", name, i), bin, "--config", config,
 			"--ring", name, "--leader-elect-namespace", name, "--workers", "2", "--qps", "500", "--burst", "1000"))
 	}
+	b.Logf("%s: %d member(s) launched within %s", name, members, time.Since(launched).Round(time.Millisecond))
 	poll(b, 2*time.Minute, fmt.Sprintf("%d members to settle on a view of %d", members, members), func() (bool, error) {
 		for _, p := range procs {
 			m, err := p.scrape()
@@ -162,6 +166,9 @@ func runRingPhase(ctx context.Context, b *testing.B, admin dynamic.Interface, bi
 			b.Fatal(err)
 		}
 		f.cached = append(f.cached, int(m["stencil_cached_resources"]))
+		if out := m["stencil_ring_cached_outside_share"]; out != 0 {
+			b.Errorf("%s: member %s caches %.0f WebApps outside its share", name, p.name, out)
+		}
 		if err := requestsByMethod(p.metrics, verbs); err != nil {
 			b.Fatal(err)
 		}
