@@ -30,7 +30,9 @@ import (
 // For each it prints the time from the first create to all Ready, the live
 // heap of every member once settled, the WebApps each caches and the
 // writes per resource. The target is a live heap per member at 3 members
-// of at most 0.4x the single member's.
+// of at most 0.4x the single member's. The members of a ring are started
+// together, as a Deployment starts its pods, and none may cache a WebApp
+// outside its share once settled.
 func BenchmarkRing(b *testing.B) {
 	bin := os.Getenv("STENCIL_BENCH_BIN")
 	if bin == "" {
