@@ -112,6 +112,12 @@ func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructu
 	)
 	for _, name := range s.res.Templates {
 		out, err := execute(e.t, name, parent)
+		if errors.Is(err, ErrBudgetExceeded) {
+			// The budget is the whole render's: the next templates would
+			// only fail the same way.
+			errs = append(errs, err)
+			break
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

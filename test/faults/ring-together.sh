@@ -113,7 +113,7 @@ check_members() {
   # Every namespace gets a spec edit: its writer shows at the proxy.
   local edit_ms
   edit_ms=$(now_ms)
-  ring_workload "registry.k8s.io/pause:$label" | k apply --server-side --field-manager=faults-author -f - >/dev/null
+  ring_workload "registry.k8s.io/pause:$label" | k apply --server-side --force-conflicts --field-manager=faults-author -f - >/dev/null
   wait_for 120 "$label: all $TOTAL WebApps Ready after the edit" all_ready
   local split
   split=$(writers "$edit_ms")
