@@ -472,28 +472,34 @@ func budgetedFuncs(funcs template.FuncMap, st *execState) template.FuncMap {
 
 // before runs the checks of a call of name with args.
 func (st *execState) before(name string, args []any) error {
+	return st.beforeCall(name, measuredFuncs[name], guards[name], args)
+}
+
+// beforeCall is before with name's entries of measuredFuncs and guards,
+// looked up once when the function is wrapped.
+func (st *execState) beforeCall(name string, measure int64, g guard, args []any) error {
 	if err := st.charge(1); err != nil {
 		return err
 	}
-	if f := measuredFuncs[name]; f > 0 {
+	if measure > 0 {
 		for _, a := range args {
 			if err := st.measured(name, a); err != nil {
 				return err
 			}
 		}
-		if f > 1 {
+		if measure > 1 {
 			var n int64
 			for _, a := range args {
 				if s, ok := a.(string); ok {
 					n += int64(len(s))
 				}
 			}
-			if err := st.text(name, n*f); err != nil {
+			if err := st.text(name, n*measure); err != nil {
 				return err
 			}
 		}
 	}
-	if g := guards[name]; g != nil {
+	if g != nil {
 		return g(st, name, args)
 	}
 	return nil
@@ -511,7 +517,14 @@ func mustNot(err error) {
 // wrapFunc wraps fn (see budgetedFuncs). The common signatures get a typed
 // wrapper; the rest go through reflection.
 func wrapFunc(st *execState, name string, fn any) any {
-	checked := measuredFuncs[name] > 0 || guards[name] != nil
+	measure, g := measuredFuncs[name], guards[name]
+	checked := measure > 0 || g != nil
+	before := func(args []any) error {
+		if !checked {
+			return st.charge(1)
+		}
+		return st.beforeCall(name, measure, g, args)
+	}
 	switch f := fn.(type) {
 	case func(string) string:
 		return func(s string) string {
@@ -522,14 +535,22 @@ func wrapFunc(st *execState, name string, fn any) any {
 		}
 	case func(any) string:
 		return func(v any) string {
-			mustNot(st.before(name, []any{v}))
+			if checked {
+				mustNot(before([]any{v}))
+			} else {
+				mustNot(st.charge(1))
+			}
 			r := f(v)
 			mustNot(st.chargeResult(name, r))
 			return r
 		}
 	case func(any) (string, error):
 		return func(v any) (string, error) {
-			if err := st.before(name, []any{v}); err != nil {
+			if checked {
+				if err := before([]any{v}); err != nil {
+					return "", err
+				}
+			} else if err := st.charge(1); err != nil {
 				return "", err
 			}
 			r, err := f(v)
@@ -541,7 +562,7 @@ func wrapFunc(st *execState, name string, fn any) any {
 	case func(int, string) string:
 		return func(n int, s string) string {
 			if checked {
-				mustNot(st.before(name, []any{n, s}))
+				mustNot(before([]any{n, s}))
 			} else {
 				mustNot(st.charge(1))
 			}
@@ -558,7 +579,7 @@ func wrapFunc(st *execState, name string, fn any) any {
 		}
 	case func(...any) string:
 		return func(args ...any) string {
-			mustNot(st.before(name, args))
+			mustNot(before(args))
 			r := f(args...)
 			mustNot(st.chargeResult(name, r))
 			return r
@@ -566,7 +587,7 @@ func wrapFunc(st *execState, name string, fn any) any {
 	case func(any, ...any) any:
 		return func(v any, args ...any) any {
 			if checked {
-				mustNot(st.before(name, append([]any{v}, args...)))
+				mustNot(before(append([]any{v}, args...)))
 			} else {
 				mustNot(st.charge(1))
 			}
@@ -600,14 +621,18 @@ func wrapFunc(st *execState, name string, fn any) any {
 		}
 	case func(string, ...any) string:
 		return func(format string, args ...any) string {
-			mustNot(st.before(name, append([]any{format}, args...)))
+			mustNot(before(append([]any{format}, args...)))
 			r := f(format, args...)
 			mustNot(st.chargeResult(name, r))
 			return r
 		}
 	case func(string, string, string) string:
 		return func(a, b, c string) string {
-			mustNot(st.before(name, []any{a, b, c}))
+			if checked {
+				mustNot(before([]any{a, b, c}))
+			} else {
+				mustNot(st.charge(1))
+			}
 			r := f(a, b, c)
 			mustNot(st.chargeResult(name, r))
 			return r
