@@ -14,6 +14,8 @@
 // template wrote. The templates are user input; the guarantees in DESIGN.md
 // must not depend on every template author remembering them, and a template
 // that breaks them fails here with a RenderError instead of at the API server.
+// For the same reason every render runs under a budget (budget.go): a
+// tenant's number must not turn a plausible template into unbounded work.
 package templates
 
 import (
