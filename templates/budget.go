@@ -329,27 +329,46 @@ func guardRegexReplace(st *execState, name string, a []any) error {
 	return st.text(name, int64(len(s))+n*int64(len(repl))+int64(strings.Count(repl, "$"))*int64(len(s)))
 }
 
-// widths finds the numbers in printf's verbs (width and precision).
-var widths = regexp.MustCompile(`%[-+# 0]*(\[\d+\])?(\d+|\*)?(\.(\[\d+\])?(\d+|\*))?`)
-
+// guardPrintf refuses a width or precision (%0100000000d, %.*s with a
+// large argument) that would pad the result past stringBytes. It scans the
+// format by hand: printf is common, and a regexp here cost BenchmarkRender
+// its allocations.
 func guardPrintf(st *execState, name string, a []any) error {
-	format := str(a, 0)
+	return checkFormat(st, name, str(a, 0), a[min(1, len(a)):])
+}
+
+// checkFormat is guardPrintf of format and its arguments.
+func checkFormat(st *execState, name, format string, args []any) error {
 	star := false
-	for _, m := range widths.FindAllStringSubmatch(format, -1) {
-		for _, w := range []string{m[2], m[5]} {
-			if w == "*" {
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		for i++; i < len(format); i++ {
+			c := format[i]
+			switch {
+			case c == '*':
 				star = true
-				continue
-			}
-			if len(w) > 9 || (w != "" && toInt([]any{w}, 0) > st.budget.StringBytes) {
-				return st.text(name, st.budget.StringBytes+1)
+			case c >= '0' && c <= '9':
+				var n int64
+				for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
+					n = n*10 + int64(format[i]-'0')
+					if n > st.budget.StringBytes {
+						return st.text(name, n)
+					}
+				}
+				i--
+			case c == '+' || c == '-' || c == '#' || c == ' ' || c == '.' || c == '[' || c == ']':
+			default:
+				goto verb
 			}
 		}
+	verb:
 	}
 	if star {
-		for i := 1; i < len(a); i++ {
-			if abs(toInt(a, i)) > st.budget.StringBytes {
-				return st.text(name, abs(toInt(a, i)))
+		for i := range args {
+			if abs(toInt(args, i)) > st.budget.StringBytes {
+				return st.text(name, abs(toInt(args, i)))
 			}
 		}
 	}
@@ -621,7 +640,11 @@ func wrapFunc(st *execState, name string, fn any) any {
 		}
 	case func(string, ...any) string:
 		return func(format string, args ...any) string {
-			mustNot(before(append([]any{format}, args...)))
+			mustNot(st.charge(1))
+			for _, v := range args {
+				mustNot(st.measured(name, v))
+			}
+			mustNot(checkFormat(st, name, format, args))
 			r := f(format, args...)
 			mustNot(st.chargeResult(name, r))
 			return r
