@@ -178,3 +178,15 @@ func renderSteps(t *testing.T, set *Set, p interface{}) int64 {
 }
 
 var configMapKinds = []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}}
+
+// A tenant's long value printed as it is is the tenant's data, bounded by
+// the API server and the output bound, not by stringBytes: a 1.5 MiB image
+// renders, and etcd refuses the child (the bad-input scenario).
+func TestRenderBudgetLeavesPrintedDataToTheOutputBound(t *testing.T) {
+	set := loadSet(t, Options{AllowedKinds: configMapKinds}, "big.yaml.tmpl", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  image: {{ .Spec.image | quote }}\n")
+	p := parent()
+	p.Spec = map[string]any{"image": strings.Repeat("a", 1500000)}
+	if _, err := set.Render(p); err != nil {
+		t.Fatalf("a 1.5 MiB value: %v", err)
+	}
+}

@@ -144,10 +144,16 @@ func bindFuncs(t *template.Template, st *execState, budgeted bool) {
 			if err := scalar(v); err != nil {
 				return "", err
 			}
-			if err := st.charge(1); err != nil {
-				return "", err
+			// A printed value costs steps as its length, but is not held
+			// to stringBytes: it is the tenant's data as stored (which the
+			// API server bounds), not something a function built, and the
+			// output bound covers it. A 1.5 MiB image is refused by etcd,
+			// as ApplyFailed, not here (the bad-input scenario).
+			n := int64(1)
+			if s, ok := v.(string); ok {
+				n += int64(len(s)) / 64
 			}
-			if err := st.chargeResult("the printed value", v); err != nil {
+			if err := st.charge(n); err != nil {
 				return "", err
 			}
 			tok := st.token(kindValue, v, loc)
