@@ -28,11 +28,13 @@ type RenderBudget struct {
 	IncludeDepth int64 `json:"includeDepth,omitempty"`
 }
 
-// DefaultRenderBudget is the budget of an entry that sets none: a
+// DefaultRenderBudget is the budget of an entry that sets none (stringBytes
+// is the output bound, 4 MiB, above etcd's 1.5 MiB: a function may return
+// any tenant data as stored, toJson of a whole spec included): a
 // chart-sized template renders in about 1% of its steps, a 2,000-item
 // list in a few percent; the whole budget is about half a second of one
 // core (a step is about a microsecond: a loop turn, a call).
-var DefaultRenderBudget = RenderBudget{Steps: 500_000, StringBytes: 1 << 20, ListItems: 100_000, IncludeDepth: 100}
+var DefaultRenderBudget = RenderBudget{Steps: 500_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100}
 
 // renderBudgetMax is how far an entry may raise each bound: a budget is a
 // safety net, not a way to switch it off.
