@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -171,10 +170,6 @@ func (e *expectations) observe(obj any) {
 // gone is called with each object an informer deletes: whatever stencil
 // expected of that object is over.
 func (e *expectations) gone(obj any) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
@@ -186,7 +181,7 @@ func (e *expectations) gone(obj any) {
 	if !ok {
 		return
 	}
-	if x.deleted == m.GetUID() || (x.obj != nil && x.obj.GetUID() == m.GetUID()) {
+	if x.deleted == u.GetUID() || (x.obj != nil && x.obj.GetUID() == u.GetUID()) {
 		delete(e.obj, key)
 	}
 }
