@@ -2,8 +2,8 @@
 # A ring whose three members start together, as deploy/ring/'s Deployment
 # starts its pods: launched within 100 ms, each sees few or none of the
 # others at its first list. Within 30 s of the view settling, each member
-# caches 15% to 55% of 300 WebApps in 30 namespaces and none outside its
-# share; each namespace is written by exactly one member, the one that
+# holds 15% to 55% of the hash space, caches the WebApps of at least one of
+# the 30 namespaces (300 WebApps) and none outside its share; each namespace is written by exactly one member, the one that
 # caches it (counted at the proxy: a member's cached count is 10 times the
 # namespaces it wrote). A kill -9 is taken over within 30 s. Then a rolling
 # restart, one member at a time (a new one ready, then the old one
@@ -82,13 +82,18 @@ settled() {
   done
 }
 
-# shares_right TAG... succeeds once each member caches 15% to 55% of the
-# WebApps, none outside its share, and all 300 between them.
+# shares_right TAG... succeeds once each member holds 15% to 55% of the
+# hash space and caches at least one namespace's WebApps, none outside its
+# share, and all 300 between them. The band is on the hash space, not on
+# the count: 30 namespaces hash into a third of the space 10 +- 2.6 at a
+# time, so a count band of 15% to 55% failed about one run in ten (CI's
+# run on 237da4a: a healthy ring with 17 namespaces in one share).
 shares_right() {
   local t n sum=0
   for t in "$@"; do
     n=$(cached_of "$t")
-    awk -v n="$n" -v T="$TOTAL" 'BEGIN { exit !(n >= 0.15 * T && n <= 0.55 * T) }' || return 1
+    awk -v s="$(rmetric "$t" stencil_ring_share)" 'BEGIN { exit !(s >= 0.15 && s <= 0.55) }' || return 1
+    ((n >= PER_NAMESPACE)) || return 1
     [ "$(outside_of "$t")" = 0 ] || return 1
     sum=$((sum + n))
   done
@@ -105,11 +110,13 @@ check_members() {
   settled_ms=$(now_ms)
   if ! wait_for_quiet 30 shares_right "$@"; then
     local got=""
-    for t in "$@"; do got="$got $t=$(cached_of "$t") (outside $(outside_of "$t"))"; done
-    fail "$label: 30 s after the view settled the members cache:$got; want each 15% to 55% of $TOTAL, none outside its share"
+    for t in "$@"; do got="$got $t=$(cached_of "$t") (share $(rmetric "$t" stencil_ring_share), outside $(outside_of "$t"))"; done
+    fail "$label: 30 s after the view settled the members cache:$got; want each 15% to 55% of the hash space, at least $PER_NAMESPACE of $TOTAL cached, none outside its share"
   fi
   local cached_line=""
-  for t in "$@"; do cached_line="$cached_line $t=$(cached_of "$t")"; done
+  for t in "$@"; do
+    cached_line="$cached_line $t=$(cached_of "$t") ($(awk -v s="$(rmetric "$t" stencil_ring_share)" 'BEGIN { printf "%.0f%%", 100 * s }') of the space)"
+  done
   # Every namespace gets a spec edit: its writer shows at the proxy.
   local edit_ms
   edit_ms=$(now_ms)
@@ -191,4 +198,4 @@ roll a d
 roll b e
 check_members after-a-rolling-restart d e f
 
-figures "launched within ${spread} ms; caches after the start, the kill and the rolling restart each within 15% to 55% and none outside a share; each namespace written by the member that caches it; c's $(wc -w <<<"$c_namespaces") namespaces served again ${took}s after kill -9"
+figures "launched within ${spread} ms; after the start, the kill and the rolling restart each member holds 15% to 55% of the hash space, caches at least one namespace and none outside its share; each namespace written by the member that caches it; c's $(wc -w <<<"$c_namespaces") namespaces served again ${took}s after kill -9"
