@@ -200,6 +200,14 @@ func rendered(t *testing.T, parent *unstructured.Unstructured) []*unstructured.U
 // renderedWith is rendered with the templates of the config at path.
 func renderedWith(t *testing.T, path string, parent *unstructured.Unstructured) []*unstructured.Unstructured {
 	t.Helper()
+	return renderedLive(t, path, parent, false)
+}
+
+// renderedLive is renderedWith; with legacy, each child carries the
+// template revision annotation, covered by its applied hash, as earlier
+// versions of stencil wrote every child of a rollout entry.
+func renderedLive(t *testing.T, path string, parent *unstructured.Unstructured, legacy bool) []*unstructured.Unstructured {
+	t.Helper()
 	cfg, err := gvr.Load(path)
 	must(t, err)
 	sets, err := templates.LoadAll(cfg, templates.Options{})
@@ -209,6 +217,9 @@ func renderedWith(t *testing.T, path string, parent *unstructured.Unstructured) 
 	children, err := sets[0].Render(obj)
 	must(t, err)
 	for i, c := range children {
+		if legacy {
+			stampRevision(c, sets[0].Revision())
+		}
 		_, err := stampHash(c)
 		must(t, err)
 		c = serverApply(t, nil, c)

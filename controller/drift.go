@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/templates"
 )
 
 // Drift detection decides whether a live child needs an apply, from what the
@@ -549,4 +550,39 @@ func stampHash(want *unstructured.Unstructured) (string, error) {
 	annotations[annotationAppliedHash] = hash
 	want.SetAnnotations(annotations)
 	return hash, nil
+}
+
+// stampRevision sets the template revision annotation on want, for an
+// entry whose status cannot hold the revision (revisionOnChildren).
+func stampRevision(want *unstructured.Unstructured, revision string) {
+	annotations := want.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[templates.AnnotationTemplateRevision] = revision
+	want.SetAnnotations(annotations)
+}
+
+// legacyHash returns the hash live's applied-hash annotation must equal for
+// want, stamped hash, to be unchanged. A child written by an earlier
+// version of stencil carries the template revision annotation, and its
+// hash covers it; the render no longer has it. Hashed as that version
+// would have, the render is unchanged when only the annotation differs:
+// the child is not written for it, and loses the annotation the next time
+// it is written anyway.
+func legacyHash(live, want *unstructured.Unstructured, hash string) string {
+	liveHash := live.GetAnnotations()[annotationAppliedHash]
+	rev, ok := live.GetAnnotations()[templates.AnnotationTemplateRevision]
+	if liveHash == hash || !ok {
+		return hash
+	}
+	if _, stamped := want.GetAnnotations()[templates.AnnotationTemplateRevision]; stamped {
+		return hash
+	}
+	old := want.DeepCopy()
+	stampRevision(old, rev)
+	if h, err := stampHash(old); err == nil && h == liveHash {
+		return h
+	}
+	return hash
 }

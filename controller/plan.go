@@ -1,10 +1,22 @@
 package controller
 
-import "stencil.dev/stencil/controller/registry"
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+
+	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/gvr"
+)
 
 // What "stencil diff" shares with the controller, so that its plan is made
 // the way sync makes its writes: DryRunApply (drift.go), TemplateStatus
-// (status.go), and the two below.
+// (status.go), and the ones below.
 
 // AnnotationAppliedHash is the annotation on each child holding a hash of
 // the render stencil last applied; it is bookkeeping, not a change a person
@@ -15,4 +27,38 @@ const AnnotationAppliedHash = annotationAppliedHash
 // --namespace flag: "" means all; an empty result means none.
 func ScopeNamespaces(flagNS string, entry []string) []string {
 	return registry.ScopeNamespaces(flagNS, entry)
+}
+
+// RevisionOnChildren reports whether the controller stamps the template
+// revision on each child of res, rendered with set, rather than in its
+// status (rollout.go): a rollout entry whose CRD's status schema prunes
+// the status field. It reads the CRD from the API server; a kind without
+// one (built in) keeps the revision in status.
+func RevisionOnChildren(ctx context.Context, client dynamic.Interface, res gvr.Resource) (bool, error) {
+	if res.Rollout == nil {
+		return false, nil
+	}
+	crd, err := client.Resource(registry.CRDResource).Get(ctx, res.Resource+"."+res.Group, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the CRD of %s: %w", res, err)
+	}
+	stripped, err := registry.StripCRD(crd)
+	if err != nil {
+		return false, fmt.Errorf("reading the CRD of %s: %w", res, err)
+	}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(stripped); err != nil {
+		return false, fmt.Errorf("reading the CRD of %s: %w", res, err)
+	}
+	s, ok := registry.StatusSchema(store, res)
+	return ok && prunesRevision(s), nil
+}
+
+// StampRevision sets the template revision annotation on a child, as
+// sync does where RevisionOnChildren.
+func StampRevision(want *unstructured.Unstructured, revision string) {
+	stampRevision(want, revision)
 }

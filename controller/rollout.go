@@ -23,13 +23,23 @@ import (
 
 // Rolling out a template change (an entry's rollout: maxInFlight,
 // maxFailed). Which render each resource is on is read back from the
-// cluster, never kept only in memory: every child of a rollout entry
-// carries the revision of the templates that rendered it
-// (templates.AnnotationTemplateRevision). A resource whose children carry
+// cluster, never kept only in memory: the resource's status names the
+// revision of the templates it was last rendered with
+// (templates.StatusTemplateRevision), once per resource, so that moving a
+// resource writes only the children whose render changed. A resource on
 // another revision has not moved: it waits for a slot, and until then
 // stencil writes nothing for it, neither children nor status, so its
 // children stay exactly as they are. A restart reads the same state again:
 // a halted rollout stays halted.
+//
+// Two other places hold a revision, both per child
+// (templates.AnnotationTemplateRevision). Earlier versions of stencil
+// stamped it on every child: a status without the field is read from its
+// children, and a child keeps the annotation until it is written anyway
+// (legacyHash), so an upgrade rewrites nothing. And where the CRD's status
+// schema would prune the field, stencil still stamps every child, the only
+// place left that survives a restart: a template change then writes every
+// child of the resources it moves (revisionOnChildren).
 //
 // A tenant's spec edit to a resource that has not moved yet waits with it:
 // the old templates may be gone (a restart), and rendering the edit with
@@ -331,22 +341,22 @@ func (c *Controller) reportRollout(pk *registry.Parent, r *rollout) {
 	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.Label).Set(boolGauge(r.halted() && r.counts[rolloutPending] > 0))
 }
 
-// rolloutStateOf reads where parent stands from its cached children:
-// new without any, pending when none carries revision, else failed,
-// rolling or done by kstatus. failing says some child of a pending
-// resource is Failed on its old revision.
+// rolloutStateOf reads where parent stands from its status and cached
+// children: new without any child, pending when it is on another revision,
+// else failed, rolling or done by kstatus. failing says some child of a
+// pending resource is Failed on its old revision.
 func (c *Controller) rolloutStateOf(parent *unstructured.Unstructured, revision string) (st rolloutState, failing bool) {
 	children := c.ownedChildren(parent)
 	if len(children) == 0 {
 		return rolloutNew, false
 	}
-	moved, all, anyFailed, allReady := false, true, false, true
+	objs := make([]*unstructured.Unstructured, len(children))
+	for i, ch := range children {
+		objs[i] = ch.obj
+	}
+	moved, all := revisionOf(parent, objs, revision)
+	anyFailed, allReady := false, true
 	for _, ch := range children {
-		if ch.obj.GetAnnotations()[templates.AnnotationTemplateRevision] == revision {
-			moved = true
-		} else {
-			all = false
-		}
 		r := readiness(ch.obj)
 		anyFailed = anyFailed || r.failed
 		allReady = allReady && r.ok
@@ -360,6 +370,66 @@ func (c *Controller) rolloutStateOf(parent *unstructured.Unstructured, revision 
 		return rolloutDone, false
 	}
 	return rolloutRolling, false
+}
+
+// revisionOf reports whether parent has moved to revision, and whether all
+// of its children have. The status says so when it names a revision;
+// otherwise (an earlier version of stencil, or a schema that prunes the
+// field) the children's annotations do: moved when one carries it, all
+// when every one does.
+func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unstructured, revision string) (moved, all bool) {
+	if rev, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); ok && rev != "" {
+		return rev == revision, rev == revision
+	}
+	all = true
+	for _, ch := range children {
+		if ch == nil {
+			continue
+		}
+		if ch.GetAnnotations()[templates.AnnotationTemplateRevision] == revision {
+			moved = true
+		} else {
+			all = false
+		}
+	}
+	return moved, moved && all
+}
+
+// revisionOnChildren reports whether the entry's revision must be stamped
+// on each child: a rollout entry whose CRD's status schema would prune
+// templates.StatusTemplateRevision.
+func (c *Controller) revisionOnChildren(pk *registry.Parent) bool {
+	if pk.Res.Rollout == nil {
+		return false
+	}
+	s, ok := c.reg.StatusSchema(pk)
+	return ok && prunesRevision(s)
+}
+
+// prunesRevision reports whether the status schema s drops
+// templates.StatusTemplateRevision.
+func prunesRevision(s map[string]any) bool {
+	kept, _ := registry.PruneBySchema(map[string]any{templates.StatusTemplateRevision: "x"}, s).(map[string]any)
+	_, ok := kept[templates.StatusTemplateRevision]
+	return !ok
+}
+
+// statusRevision returns the revision the status of parent, rendered with
+// pk's templates into the children live, should name: "" for an entry
+// without a rollout, and "" (the status stays without the field) where the
+// children alone already say it, as an earlier version of stencil left
+// them: an upgrade patches no status for it.
+func (c *Controller) statusRevision(pk *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
+	revision := pk.Set.Revision()
+	if pk.Res.Rollout == nil || revision == "" {
+		return ""
+	}
+	if _, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); !ok {
+		if _, all := revisionOf(parent, live, revision); all {
+			return ""
+		}
+	}
+	return revision
 }
 
 // ownedChild is a cached child and its kind.

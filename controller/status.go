@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/templates"
 )
 
 // Status phases. The phase is deprecated in favour of the conditions (the API
@@ -56,6 +57,9 @@ func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcom
 	status := TemplateStatus(parent, out.extra)
 	gen := parent.GetGeneration()
 	status["observedGeneration"] = gen
+	if out.revision != "" {
+		status[templates.StatusTemplateRevision] = out.revision
+	}
 
 	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: gen}
 	if out.failReason != "" {
@@ -168,11 +172,16 @@ func TemplateStatus(parent *unstructured.Unstructured, extra map[string]any) map
 	return status
 }
 
-// standardStatusFields are the status fields stencil computes itself; the
-// status template may add others next to them.
-var standardStatusFields = map[string]bool{
-	"observedGeneration": true, "phase": true, "replicas": true, "readyReplicas": true, "conditions": true,
-}
+// standardStatusFields are the status fields stencil computes itself
+// (templates.ReservedStatusFields); the status template may add others
+// next to them.
+var standardStatusFields = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range templates.ReservedStatusFields {
+		m[f] = true
+	}
+	return m
+}()
 
 // statusFieldsOf lists the top-level status fields that stencil's own status
 // writes hold, from the resource's managedFields.

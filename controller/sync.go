@@ -68,6 +68,9 @@ type outcome struct {
 	fighting string
 	// extra is what the status template rendered.
 	extra map[string]any
+	// revision, when set, is the template revision the status names
+	// (rollout.go).
+	revision string
 }
 
 // sync reconciles one custom resource. It reads only from the caches, writes
@@ -178,8 +181,12 @@ func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *
 		return nil
 	}
 
+	onChildren := c.revisionOnChildren(pk)
 	for i, want := range desired {
 		rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
+		if onChildren {
+			stampRevision(want, pk.Set.Revision())
+		}
 		r := c.applyChild(ctx, pk, parent, key, want)
 		switch {
 		case r.failReason != "":
@@ -206,13 +213,14 @@ func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *
 	}
 	changes.pruned = pruned
 	changes.record(c.recorder, parent)
+	out.revision = c.statusRevision(pk, parent, out.live)
 
 	switch {
 	case applyErr != nil:
 		// A terminal apply error (invalid object) is reported and not retried;
 		// a transient one is reported and retried with back-off.
 		if !isAllTerminal(applyErr) {
-			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: applyErr.Error(), extra: extra})
+			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: applyErr.Error(), extra: extra, revision: out.revision})
 			c.warnOnce(parent, ReasonApplyFailed, applyErr.Error())
 			if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 				return errors.Join(applyErr, perr)
@@ -318,7 +326,7 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
 		return childResult{conflict: conflict}
 	}
-	d := detectDrift(live, want, hash)
+	d := detectDrift(live, want, legacyHash(live, want, hash))
 	if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
 		// No manager holds a field of the render, yet applying it
 		// would change nothing: the server dropped or normalised it.

@@ -29,7 +29,7 @@ const MaxOutputBytes = 4 << 20
 
 // ReservedStatusFields are the status fields the controller owns; a status
 // template that renders one of them fails instead of fighting the controller.
-var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "readyReplicas", "conditions"}
+var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "readyReplicas", "conditions", StatusTemplateRevision}
 
 // RenderError is a failure caused by a template or by the spec it was given.
 // Retrying cannot fix it, so the controller reports it in status instead of
@@ -307,17 +307,6 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 		}
 	}
 	u.SetLabels(lbls)
-	if s.revision != "" {
-		annotations, _, err := unstructured.NestedStringMap(obj, "metadata", "annotations")
-		if err != nil {
-			return nil, fmt.Errorf("metadata.annotations: %w", err)
-		}
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[AnnotationTemplateRevision] = s.revision
-		u.SetAnnotations(annotations)
-	}
 	u.SetOwnerReferences([]metav1.OwnerReference{OwnerReference(parent)})
 	return u, nil
 }

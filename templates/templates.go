@@ -43,10 +43,18 @@ const (
 	ManagedByValue = "stencil"
 	// LabelOwnerUID holds the UID of the custom resource that owns a child.
 	LabelOwnerUID = "stencil.dev/owner-uid"
-	// AnnotationTemplateRevision, on each child of an entry with a
-	// rollout, names the templates that rendered it (Set.Revision): which
-	// resources a rollout has moved is read back from the cluster.
+	// AnnotationTemplateRevision names the templates that rendered a child
+	// (Set.Revision) of an entry with a rollout. stencil stamps it on each
+	// child only where the CRD's status schema would prune
+	// StatusTemplateRevision. Earlier versions stamped it on every child;
+	// it is still read there, so an upgrade rewrites nothing.
 	AnnotationTemplateRevision = "stencil.dev/template-revision"
+	// StatusTemplateRevision is the status field that names the templates
+	// a resource of a rollout entry was last rendered with: which
+	// resources a rollout has moved is read back from the cluster, once
+	// per resource, so a template change writes only the children whose
+	// render changed.
+	StatusTemplateRevision = "templateRevision"
 )
 
 // DefaultKinds are the child kinds a template may render when neither the
@@ -74,7 +82,8 @@ type Set struct {
 	root *template.Template
 	// revision names the templates and helpers that render the children
 	// (not the status template), for an entry with a rollout; empty
-	// otherwise. Render stamps it on every child (AnnotationTemplateRevision).
+	// otherwise. The controller records it in the resource's status
+	// (StatusTemplateRevision).
 	revision string
 	// budget bounds each render (budget.go).
 	budget     gvr.RenderBudget

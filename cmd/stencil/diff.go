@@ -148,6 +148,9 @@ type differ struct {
 
 	// owned maps a parent's UID to the live children labelled with it.
 	owned map[types.UID][]ownedChild
+	// onChildren holds the sets whose revision the controller stamps on
+	// each child (controller.RevisionOnChildren).
+	onChildren map[*templates.Set]bool
 }
 
 // ownedChild is a live child found by its owner-uid label.
@@ -176,8 +179,14 @@ type diffResult struct {
 // resource stops it: a partial plan would read as a complete one.
 func (d *differ) run(ctx context.Context) (*diffReport, error) {
 	var jobs []job
+	d.onChildren = map[*templates.Set]bool{}
 	for _, set := range d.sets {
 		res := set.Resource()
+		onChildren, err := controller.RevisionOnChildren(ctx, d.dynamic, res)
+		if err != nil {
+			return nil, err
+		}
+		d.onChildren[set] = onChildren
 		for _, ns := range controller.ScopeNamespaces(d.namespace, res.Namespaces) {
 			items, err := listAll(ctx, d.dynamic.Resource(res.GVR()).Namespace(ns), res.LabelSelector().String())
 			if apierrors.IsNotFound(err) {
@@ -372,6 +381,9 @@ func (d *differ) diffOne(ctx context.Context, j job) (diffResult, error) {
 			rendered[gvk] = map[string]bool{}
 		}
 		rendered[gvk][want.GetName()] = true
+		if d.onChildren[j.set] {
+			controller.StampRevision(want, j.set.Revision())
+		}
 		c, reason, err := d.diffChild(ctx, parent, want)
 		switch {
 		case err != nil && reason == "":
@@ -450,7 +462,12 @@ func (d *differ) diffChild(ctx context.Context, parent, want *unstructured.Unstr
 	if live == nil {
 		return c, "", nil
 	}
-	c.Changes = objectChanges(live.Object, result.Object)
+	// The revision annotation an earlier stencil left on a child goes with
+	// its next write; the controller does not write for it (the applied
+	// hash still matches), so it is no change to review. Where the
+	// controller stamps the revision on children, it is one.
+	_, stamped := want.GetAnnotations()[templates.AnnotationTemplateRevision]
+	c.Changes = objectChanges(live.Object, result.Object, !stamped)
 	if len(c.Changes) == 0 {
 		return nil, "", nil
 	}

@@ -47,7 +47,27 @@ func TestObjectChanges(t *testing.T) {
 		new    map[string]any
 		want   []string
 		values [][2]string
+		// stamped: the controller stamps the revision on children, so
+		// the revision annotation is a change like any other.
+		stamped bool
 	}{{
+		name: "an earlier stencil's revision annotation, dropped with the next write, is no change",
+		old: deployment("nginx:1.27", func(d map[string]any) {
+			d["metadata"].(map[string]any)["annotations"] = map[string]any{"stencil.dev/applied-hash": "aaaa", "stencil.dev/template-revision": "r1"}
+		}),
+		new: deployment("nginx:1.27", nil),
+	}, {
+		name: "a revision stamped on children is a change",
+		old: deployment("nginx:1.27", func(d map[string]any) {
+			d["metadata"].(map[string]any)["annotations"] = map[string]any{"stencil.dev/applied-hash": "aaaa", "stencil.dev/template-revision": "r1"}
+		}),
+		new: deployment("nginx:1.27", func(d map[string]any) {
+			d["metadata"].(map[string]any)["annotations"] = map[string]any{"stencil.dev/applied-hash": "bbbb", "stencil.dev/template-revision": "r2"}
+		}),
+		stamped: true,
+		want:    []string{`metadata.annotations["stencil.dev/template-revision"]`},
+		values:  [][2]string{{"r1", "r2"}},
+	}, {
 		name: "identical but for bookkeeping and status",
 		old:  deployment("nginx:1.27", nil),
 		new: deployment("nginx:1.27", func(d map[string]any) {
@@ -101,7 +121,7 @@ func TestObjectChanges(t *testing.T) {
 		values: [][2]string{{"<none>", `{"image":"busybox","name":"log"}`}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			changes := objectChanges(tc.old, tc.new)
+			changes := objectChanges(tc.old, tc.new, !tc.stamped)
 			var got []string
 			var values [][2]string
 			for _, c := range changes {

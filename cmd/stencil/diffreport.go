@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/templates"
 )
 
 // parentRef names the custom resource a child belongs to.
@@ -83,8 +84,9 @@ func (r *diffReport) count(action string) int {
 var ignoredMetadata = []string{"managedFields", "resourceVersion", "generation", "uid", "creationTimestamp"}
 
 // objectChanges lists the fields that differ between two versions of an
-// object, leaving out status and the bookkeeping metadata.
-func objectChanges(old, new map[string]any) []fieldChange {
+// object, leaving out status and the bookkeeping metadata: the applied
+// hash, and with ignoreRevision the template revision annotation.
+func objectChanges(old, new map[string]any, ignoreRevision bool) []fieldChange {
 	strip := func(m map[string]any) map[string]any {
 		out := make(map[string]any, len(m))
 		for k, v := range m {
@@ -102,7 +104,7 @@ func objectChanges(old, new map[string]any) []fieldChange {
 			if a, ok := md["annotations"].(map[string]any); ok {
 				ac := make(map[string]any, len(a))
 				for k, v := range a {
-					if k != controller.AnnotationAppliedHash {
+					if k != controller.AnnotationAppliedHash && (!ignoreRevision || k != templates.AnnotationTemplateRevision) {
 						ac[k] = v
 					}
 				}

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Changing templates safely: 20 WebApps under an entry with
-# rollout {maxInFlight: 3, maxFailed: 1}.
+# Changing templates safely: 20 WebApps, each a Deployment and a Service,
+# under an entry with rollout {maxInFlight: 3, maxFailed: 1}. Every change
+# below is to the Deployment template alone: the Services' render never
+# changes, and no Service is written after its create (counted at the
+# proxy, per phase).
 #   1. stencil diff of an image change, through the counting proxy: 20
-#      Deployment updates naming the image path with old and new value, a
-#      JSON form that parses to DESIGN.md's schema, exit 0 for the running
-#      config, and 0 persisted writes.
+#      Deployment updates naming the image path with old and new value, 20
+#      unchanged Services, a JSON form that parses to DESIGN.md's schema,
+#      exit 0 for the running config, and 0 persisted writes.
 #   2. The image change, hot-reloaded: it reaches all 20, never more than 3
 #      moved and not Ready at once (sampled from the cluster, not from
 #      stencil).
@@ -24,8 +27,17 @@ resources:
   - group: apps.example.com
     version: v1beta1
     resource: webapps
-    templates: [deployment.yaml.tmpl]
+    templates: [deployment.yaml.tmpl, service.yaml.tmpl]
     rollout: {maxInFlight: 3, maxFailed: 1}
+EOF
+cat >"$dir/service.yaml.tmpl" <<'EOF'
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Name }}
+spec:
+  selector: {rollout: {{ .Name }}}
+  ports: [{port: 80}]
 EOF
 # template TAG [NODE-SELECTOR] writes the Deployment template with the
 # pause image TAG, and a node selector when given.
@@ -62,17 +74,25 @@ done | kn apply -f - >/dev/null
 wait_recovered 180
 ok "$WORKLOAD WebApps Ready"
 
-# revision_of NAME prints the template revision on Deployment NAME.
+# revisions prints, per WebApp, its name, the template revision its status
+# names, and its Deployment's generation, observedGeneration,
+# updatedReplicas, availableReplicas and replicas.
 revisions() {
-  kn get deployments -l app.kubernetes.io/managed-by=stencil \
-    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.annotations.stencil\.dev/template-revision} {.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.availableReplicas} {.spec.replicas}{"\n"}{end}'
+  kn get webapps,deployments -o jsonpath='{range .items[*]}{.kind},{.metadata.name},{.status.templateRevision},{.metadata.generation},{.status.observedGeneration},{.status.updatedReplicas},{.status.availableReplicas},{.spec.replicas}{"\n"}{end}' |
+    awk -F, '$1 == "WebApp" { rev[$2] = ($3 == "" ? "-" : $3) } $1 == "Deployment" { d[$2] = $4 " " $5 " " $6 " " $7 " " $8 }
+      END { for (n in rev) if (n in d) print n, rev[n], d[n] }'
 }
 old_rev=$(revisions | awk 'NR == 1 { print $2 }')
-[ -n "$old_rev" ] || fail "the Deployments carry no template revision: $(revisions | head -n 3)"
+case "$old_rev" in "" | -) fail "the WebApps' status names no template revision: $(revisions | head -n 3)" ;; esac
+annotated=$(kn get deployments,services -l app.kubernetes.io/managed-by=stencil -o jsonpath='{range .items[*]}{.metadata.annotations.stencil\.dev/template-revision}{"\n"}{end}' | grep -c . || true)
+expect_eq "children carrying a template revision annotation (the status holds it)" 0 "$annotated"
+# writes_of RESOURCE FROM counts the writes of RESOURCE (deployments,
+# services) persisted since FROM.
+writes_of() { proxy_writes "$2" "" | awk -v r="$1" '$4 == r && $8 != "true"' | wc -l; }
 
 step "stencil diff of an image change: 20 updates, exit 1; the running config: exit 0; no write"
 mkdir -p "$WORK/next"
-cp "$dir/stencil.yaml" "$WORK/next/stencil.yaml"
+cp "$dir/stencil.yaml" "$dir/service.yaml.tmpl" "$WORK/next/"
 sed 's/pause:3.10/pause:3.9/' "$dir/deployment.yaml.tmpl" >"$WORK/next/deployment.yaml.tmpl"
 diff_start=$(now_ms)
 rc=0
@@ -87,7 +107,7 @@ rc=0
 "$STENCIL" diff --config "$WORK/next/stencil.yaml" --kubeconfig "$WORK/kubeconfig-b" --namespace "$NS" -o json >"$WORK/plan.json" 2>>"$WORK/plan.err" || rc=$?
 expect_eq "stencil diff -o json exit code" 1 "$rc"
 parsed=$("$FAULTCHECK" diff-json <"$WORK/plan.json") || fail "the JSON plan: $parsed"
-expect_eq "the JSON plan's summary" "create=0 update=20 prune=0 unchanged=0" "$(head -n 1 <<<"$parsed")"
+expect_eq "the JSON plan's summary (20 Deployments updated, 20 Services unchanged)" "create=0 update=20 prune=0 unchanged=20" "$(head -n 1 <<<"$parsed")"
 grep -qx 'Deployment update spec.template.spec.containers\[name=web\].image 20' <<<"$parsed" ||
   fail "the JSON plan lacks 20 image updates: $parsed"
 rc=0
@@ -96,7 +116,7 @@ expect_eq "stencil diff exit code for the running config ($(tail -n 1 "$WORK/sam
 persisted=$(proxy_writes "$diff_start" "" b | awk '$8 != "true"' | wc -l)
 dry=$(proxy_writes "$diff_start" "" b | awk '$8 == "true"' | wc -l)
 expect_eq "persisted writes by the three diffs" 0 "$persisted"
-ok "20 image updates (text and JSON), the running config exit 0; $dry dry-run applies, 0 persisted writes"
+ok "20 image updates and 20 unchanged Services (text and JSON), the running config exit 0; $dry dry-run applies, 0 persisted writes"
 
 # sample_rollout OLD OUT samples, four times a second until killed, the
 # Deployments moved off revision OLD and not yet available, and appends
@@ -136,7 +156,9 @@ peak=$(sort -n "$WORK/samples" | tail -n 1)
 ((peak <= 3)) || fail "up to $peak Deployments were moved and not available at once (maxInFlight 3); samples: $(tr '\n' ' ' <"$WORK/samples" | head -c 400)"
 ((peak >= 1)) || fail "no sample saw a Deployment in flight: $(wc -l <"$WORK/samples") samples"
 wait_recovered 60
-ok "all 20 moved in $(secs 0 "$good_ms")s; at most $peak moved and not available at once in $(wc -l <"$WORK/samples") samples"
+expect_eq "Service writes for a Deployment-template change" 0 "$(writes_of services "$good_start")"
+expect_eq "Deployment writes for a Deployment-template change (each once)" "$WORKLOAD" "$(writes_of deployments "$good_start")"
+ok "all 20 moved in $(secs 0 "$good_ms")s; at most $peak moved and not available at once in $(wc -l <"$WORK/samples") samples; $WORKLOAD Deployment writes, 0 Service writes"
 
 step "a bad change (pods nothing can schedule): at most 3 move, then the rollout halts"
 bad_start=$(now_ms)
@@ -193,8 +215,9 @@ wait_for 180 "all 20 Deployments back on revision $new_rev and available" settle
 wait_recovered 120
 revert_ms=$(($(now_ms) - revert_start))
 expect_eq "Deployments on the bad revision after the revert" 0 "$(moved "$bad_rev")"
+expect_eq "Service writes for the bad change, the restart and the revert" 0 "$(writes_of services "$bad_start")"
 expect_eq "replicas of $edited's Deployment after the revert" 2 "$(kn get deployment "$edited" -o jsonpath='{.spec.replicas}')"
 ok "the $at_halt moved Deployments are back on $new_rev, $edited's edit applied (replicas 2), all 20 Ready, $(secs 0 "$revert_ms")s after the revert"
 
 QUIET_REPLICAS=b QUIET_SECONDS=20 quiet_window
-figures "stencil diff: 20 image updates, running config exit 0, $dry dry runs, 0 persisted writes; good change: all 20 moved in $(secs 0 "$good_ms")s, peak $peak of maxInFlight 3 in flight; bad change: halted after $(secs 0 "$halt_ms")s with $at_halt moved, $pending pending, held 10s and across a restart (0 Deployment writes), a spec edit of a resource not moved waited; revert healed in $(secs 0 "$revert_ms")s; $QUIET_FIGS"
+figures "stencil diff: 20 image updates and 20 unchanged Services, running config exit 0, $dry dry runs, 0 persisted writes; good change: all 20 moved in $(secs 0 "$good_ms")s with 20 Deployment writes, peak $peak of maxInFlight 3 in flight; bad change: halted after $(secs 0 "$halt_ms")s with $at_halt moved, $pending pending, held 10s and across a restart (0 Deployment writes), a spec edit of a resource not moved waited; revert healed in $(secs 0 "$revert_ms")s; 0 Service writes after the creates; $QUIET_FIGS"
