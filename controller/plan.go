@@ -62,3 +62,8 @@ func RevisionOnChildren(ctx context.Context, client dynamic.Interface, res gvr.R
 func StampRevision(want *unstructured.Unstructured, revision string) {
 	stampRevision(want, revision)
 }
+
+// IsRejected reports whether the API server refused a write, or a dry run,
+// for its content (invalid, too large): the same content is refused again,
+// so the plan reports that child as failed, as sync does.
+func IsRejected(err error) bool { return isRejected(err) }

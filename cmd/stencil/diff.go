@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -283,62 +284,79 @@ func (d *differ) showProgress(done *atomic.Int64, total int) func() {
 // listAll lists every object of a resource, a page at a time.
 func listAll(ctx context.Context, client dynamic.ResourceInterface, selector string) ([]unstructured.Unstructured, error) {
 	var items []unstructured.Unstructured
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
-	for {
+	err := eachPage(ctx, selector, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 		list, err := client.List(ctx, opts)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		items = append(items, list.Items...)
-		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return items, nil
+		return list.GetContinue(), nil
+	})
+	return items, err
+}
+
+// eachPage calls list with selector, 500 objects a page, until it returns
+// no continue token.
+func eachPage(ctx context.Context, selector string, list func(context.Context, metav1.ListOptions) (string, error)) error {
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
+	for {
+		next, err := list(ctx, opts)
+		if err != nil || next == "" {
+			return err
 		}
+		opts.Continue = next
 	}
 }
 
-// listOwned finds the live children of every child kind the config renders,
-// by stencil's owner-uid label, reading metadata only: what prune would
-// delete needs no more.
+// listOwned finds the live children of every child kind the config
+// renders, by stencil's owner-uid label, reading metadata only: what prune
+// would delete needs no more. Like the controller's caches, each kind is
+// listed wherever any entry may have children: sync prunes a child of any
+// kind the config lists, not only of its own entry's kinds.
 func (d *differ) listOwned(ctx context.Context) error {
 	d.owned = map[types.UID][]ownedChild{}
-	type scope struct {
-		gvk schema.GroupVersionKind
-		ns  string
-	}
-	seen := map[scope]bool{}
+	var kinds []schema.GroupVersionKind
+	namespaces := map[string]bool{}
 	for _, set := range d.sets {
 		for _, gvk := range set.Kinds() {
-			mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if meta.IsNoMatchError(err) {
-				// Not served: no child of the kind exists to prune.
-				continue
+			if !slices.Contains(kinds, gvk) {
+				kinds = append(kinds, gvk)
 			}
+		}
+		for _, ns := range controller.ScopeNamespaces(d.namespace, set.Resource().Namespaces) {
+			namespaces[ns] = true
+		}
+	}
+	if namespaces[metav1.NamespaceAll] {
+		namespaces = map[string]bool{metav1.NamespaceAll: true}
+	}
+	for _, gvk := range kinds {
+		mapping, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) {
+			// Not served: no child of the kind exists to prune.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("looking up kind %s: %w", gvk, err)
+		}
+		for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+			err := eachPage(ctx, templates.LabelOwnerUID, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+				list, err := d.metadata.Resource(mapping.Resource).Namespace(ns).List(ctx, opts)
+				if err != nil {
+					return "", err
+				}
+				for _, o := range list.Items {
+					c := ownedChild{gvk: gvk, namespace: o.Namespace, name: o.Name}
+					if ref := metav1.GetControllerOf(&o); ref != nil {
+						c.controller = ref.UID
+					}
+					uid := types.UID(o.Labels[templates.LabelOwnerUID])
+					d.owned[uid] = append(d.owned[uid], c)
+				}
+				return list.Continue, nil
+			})
 			if err != nil {
-				return fmt.Errorf("looking up kind %s: %w", gvk, err)
-			}
-			for _, ns := range controller.ScopeNamespaces(d.namespace, set.Resource().Namespaces) {
-				if seen[scope{gvk, ns}] || seen[scope{gvk, metav1.NamespaceAll}] {
-					continue
-				}
-				seen[scope{gvk, ns}] = true
-				opts := metav1.ListOptions{LabelSelector: templates.LabelOwnerUID, Limit: 500}
-				for {
-					list, err := d.metadata.Resource(mapping.Resource).Namespace(ns).List(ctx, opts)
-					if err != nil {
-						return fmt.Errorf("listing %s: %w", mapping.Resource.Resource, err)
-					}
-					for _, o := range list.Items {
-						c := ownedChild{gvk: gvk, namespace: o.Namespace, name: o.Name}
-						if ref := metav1.GetControllerOf(&o); ref != nil {
-							c.controller = ref.UID
-						}
-						uid := types.UID(o.Labels[templates.LabelOwnerUID])
-						d.owned[uid] = append(d.owned[uid], c)
-					}
-					if opts.Continue = list.Continue; opts.Continue == "" {
-						break
-					}
-				}
+				return fmt.Errorf("listing %s: %w", mapping.Resource.Resource, err)
 			}
 		}
 	}
@@ -405,13 +423,11 @@ func (d *differ) diffOne(ctx context.Context, j job) (diffResult, error) {
 			Namespace: parent.GetNamespace(), Name: parent.GetName(), Action: actionUpdate, Changes: changes})
 	}
 
-	// Prune: live children of the entry's kinds, controlled by this
-	// resource, that the render no longer produces.
+	// Prune: live children of any kind the config lists (as sync prunes),
+	// controlled by this resource, that the render no longer produces.
 	var pruned []childDiff
-	kinds := j.set.Kinds()
 	for _, c := range d.owned[parent.GetUID()] {
-		if c.namespace != parent.GetNamespace() || c.controller != parent.GetUID() ||
-			!slices.Contains(kinds, c.gvk) || rendered[c.gvk][c.name] {
+		if c.namespace != parent.GetNamespace() || c.controller != parent.GetUID() || rendered[c.gvk][c.name] {
 			continue
 		}
 		pruned = append(pruned, childDiff{Parent: ref, Kind: c.gvk.Kind, Namespace: c.namespace, Name: c.name, Action: actionPrune})
@@ -454,7 +470,9 @@ func (d *differ) diffChild(ctx context.Context, parent, want *unstructured.Unstr
 	// A create is dry-run too: the API server may reject the object.
 	result, err := controller.DryRunApply(ctx, client, want)
 	if err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		if controller.IsRejected(err) {
+			// Refused for its content (invalid, too large): this child
+			// fails, as the controller's apply would, and the plan goes on.
 			return nil, reasonApplyFailed, err
 		}
 		return nil, "", fmt.Errorf("dry-run apply of %s/%s: %w", want.GetKind(), want.GetName(), err)

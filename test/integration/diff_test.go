@@ -17,11 +17,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
 
-// diffJSON is "stencil diff -o json" (DESIGN.md, Command line).
+// diffJSON is "stencil diff -o json" (docs/operating.md, "A plan before a template change").
 type diffJSON struct {
 	Children []struct {
 		Parent struct {
@@ -244,4 +245,166 @@ func TestDiff(t *testing.T) {
 			}
 		}
 	}
+}
+
+// editConfig copies crds/stencil.yaml and its templates to a new directory
+// with each edit applied to its file (relative to crds/): every edit must
+// change its file.
+func editConfig(t testing.TB, edits map[string]func(string) string) string {
+	t.Helper()
+	var config string
+	for rel, edit := range edits {
+		if config == "" {
+			config = copyConfig(t, rel, edit)
+			continue
+		}
+		path := filepath.Join(filepath.Dir(config), filepath.FromSlash(rel))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := edit(string(data))
+		if edited == string(data) {
+			t.Fatalf("the edit changes nothing in crds/%s", rel)
+		}
+		if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return config
+}
+
+// readyReason returns the reason of u's Ready condition.
+func readyReason(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" {
+			reason, _ := m["reason"].(string)
+			return reason
+		}
+	}
+	return ""
+}
+
+// TestDiffAgreesWithTheController: a config change with one case each of
+// what the planner must decide as sync does.
+//   - An oversized child: wa-big's Service carries a 3.2 MB annotation,
+//     over the API server's 3 MiB request limit (413).
+//   - A rejected child: wa-bad's Service has port 70000 (422 Invalid).
+//   - A child kind pruned by another entry: the WebApp entry no longer
+//     renders PodDisruptionBudgets nor lists the kind, while the Memcached
+//     entry lists it; sync prunes wa-pdb's PodDisruptionBudget, since a
+//     child of any kind the config lists is pruned once not rendered.
+//
+// stencil diff is run first, then the controller with the same config;
+// the resources the plan reports as ApplyFailed are exactly those whose
+// status says ApplyFailed, and the children it would prune are exactly
+// those the controller deletes. The plan goes on past the failures (it
+// once stopped at the 413).
+func TestDiffAgreesWithTheController(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	installCRDs(ctx, t, admin)
+	ns := fmt.Sprintf("it-plan-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	pdbs := schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
+
+	r := start(t, cfg, &counter{mutating: map[string]int{}}, ns)
+	names := []string{"wa-ok", "wa-big", "wa-bad", "wa-pdb"}
+	for _, name := range names {
+		spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(2)}
+		if name == "wa-pdb" {
+			spec["minAvailable"] = int64(1)
+		}
+		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, cr(webapps, "WebApp", ns, name, spec), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, 2*time.Minute, "every WebApp's Service and wa-pdb's PodDisruptionBudget", func() (bool, error) {
+		for _, name := range names {
+			if _, err := admin.Resource(services).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+		}
+		_, err := admin.Resource(pdbs).Namespace(ns).Get(ctx, "wa-pdb", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	r.stop(t)
+
+	config := editConfig(t, map[string]func(string) string{
+		"stencil.yaml": func(s string) string {
+			s = strings.Replace(s, "      - webapp/pdb.yaml.tmpl\n", "", 1)
+			s = strings.Replace(s, "      - {apiVersion: policy/v1, kind: PodDisruptionBudget}\n", "", 1)
+			return strings.Replace(s, "      - memcached/deployment.yaml.tmpl\n",
+				"      - memcached/deployment.yaml.tmpl\n    children:\n      - {apiVersion: apps/v1, kind: Deployment}\n      - {apiVersion: policy/v1, kind: PodDisruptionBudget}\n", 1)
+		},
+		"webapp/service.yaml.tmpl": func(s string) string {
+			s = strings.Replace(s, "    app.kubernetes.io/component: server\n",
+				"    app.kubernetes.io/component: server\n  {{- if eq .Name \"wa-big\" }}\n  annotations:\n    example.com/big: {{ repeat 3200000 \"x\" | quote }}\n  {{- end }}\n", 1)
+			return strings.Replace(s, `port: {{ get .Spec "port" 8080 | int64 }}`,
+				`port: {{ if eq .Name "wa-bad" }}70000{{ else }}{{ get .Spec "port" 8080 | int64 }}{{ end }}`, 1)
+		},
+	})
+
+	status, out := runDiff(t, config, ns, "-o", "json")
+	if status != 1 {
+		t.Fatalf("diff: exit %d, want 1 (a plan with changes and failures, not an error)", status)
+	}
+	var plan struct {
+		diffJSON
+		Failures []struct {
+			Parent  struct{ Name string } `json:"parent"`
+			Reason  string                `json:"reason"`
+			Message string                `json:"message"`
+		} `json:"renderFailures"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("-o json: %v", err)
+	}
+	planFailed := map[string]string{}
+	for _, f := range plan.Failures {
+		planFailed[f.Parent.Name] = f.Reason
+	}
+	planPruned := map[string]bool{}
+	for _, c := range plan.Children {
+		if c.Action == "prune" {
+			planPruned[c.Kind+"/"+c.Name] = true
+		}
+	}
+	if want := map[string]string{"wa-big": "ApplyFailed", "wa-bad": "ApplyFailed"}; !reflect.DeepEqual(planFailed, want) {
+		t.Errorf("the plan's failures: %v, want %v", planFailed, want)
+	}
+	if want := map[string]bool{"PodDisruptionBudget/wa-pdb": true}; !reflect.DeepEqual(planPruned, want) {
+		t.Errorf("the plan's prunes: %v, want %v", planPruned, want)
+	}
+
+	r = startConfig(t, cfg, &counter{mutating: map[string]int{}}, ns, config)
+	defer r.stop(t)
+	var failed map[string]string
+	poll(t, 2*time.Minute, "the controller to act on the config", func() (bool, error) {
+		failed = map[string]string{}
+		for _, name := range names {
+			u, err := admin.Resource(webapps).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if reason := readyReason(u); reason == "ApplyFailed" {
+				failed[name] = reason
+			}
+		}
+		_, err := admin.Resource(pdbs).Namespace(ns).Get(ctx, "wa-pdb", metav1.GetOptions{})
+		return len(failed) >= len(planFailed) && err != nil, nil
+	})
+	if !reflect.DeepEqual(failed, planFailed) {
+		t.Errorf("the controller's ApplyFailed resources: %v; the plan said %v", failed, planFailed)
+	}
+	for _, name := range names {
+		for _, res := range []schema.GroupVersionResource{deployments, services} {
+			if _, err := admin.Resource(res).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Errorf("%s %s, which the plan did not prune: %v", res.Resource, name, err)
+			}
+		}
+	}
+	t.Logf("plan and controller agree: ApplyFailed %v, pruned %v", failed, planPruned)
 }
