@@ -51,7 +51,7 @@ import (
 //
 // What ownership cannot tell, a field of the render that no manager holds
 // (the server dropped it, or someone deleted it), is asked of the server
-// itself with a dry-run apply; see Controller.converged.
+// itself with a dry-run apply; see Controller.serverAgrees.
 
 // driftKind says why a child needs an apply.
 type driftKind int

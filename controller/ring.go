@@ -16,7 +16,7 @@ import (
 	"stencil.dev/stencil/controller/ring"
 )
 
-// A ring of replicas (stencil run --ring NAME, DESIGN.md "Scale-out"):
+// A ring of replicas (stencil run --ring NAME, docs/operating.md "A ring of replicas"):
 // every member runs workers at once, each for its share of the namespaces.
 // The arithmetic and the handover rule are package ring's; this file runs
 // them: the member's Lease, the view it acts on, the fence every write

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// A budget for every render (DESIGN.md, "A budget for every render").
+// A budget for every render (docs/templates.md, "A budget for every render").
 // text/template cannot be interrupted from outside, so the work is counted
 // where it happens, and a render stops at the first step past its bound:
 //

@@ -3,6 +3,7 @@ package templates
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,7 +63,7 @@ func FuzzRender(f *testing.F) {
 				if l := c.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelOwnerUID] != "u-1" {
 					t.Fatalf("child %s labels %v", c.GetName(), l)
 				}
-				if !containsGVK(s.Kinds(), c.GroupVersionKind()) {
+				if !slices.Contains(s.Kinds(), c.GroupVersionKind()) {
 					t.Fatalf("child kind %v not allowed", c.GroupVersionKind())
 				}
 				_ = runtime.DeepCopyJSON(c.Object)

@@ -244,11 +244,11 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 		return nil, fmt.Errorf("renders %s, want a Kubernetes object", describe(v))
 	}
 	u := &unstructured.Unstructured{Object: obj}
-	apiVersion, err := requiredString(obj, "apiVersion")
+	apiVersion, err := RequiredString(obj, "apiVersion")
 	if err != nil {
 		return nil, err
 	}
-	kind, err := requiredString(obj, "kind")
+	kind, err := RequiredString(obj, "kind")
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 			return nil, fmt.Errorf("metadata is %s, want a mapping", describe(md))
 		}
 	}
-	name, err := requiredString(obj, "metadata", "name")
+	name, err := RequiredString(obj, "metadata", "name")
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 		return nil, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
 	}
 	gvk := gv.WithKind(kind)
-	if !containsGVK(s.kinds, gvk) {
+	if !slices.Contains(s.kinds, gvk) {
 		return nil, fmt.Errorf("kind %s is not allowed (allowed: %s)", gvkString(gvk), kindList(s.kinds))
 	}
 	nameErrs := validation.IsDNS1123Subdomain(name)
@@ -324,7 +324,9 @@ func OwnerReference(parent *gvr.Object) metav1.OwnerReference {
 	}
 }
 
-func requiredString(obj map[string]any, fields ...string) (string, error) {
+// RequiredString returns the string at fields of obj, an error naming the
+// path when it is absent, empty or not a string.
+func RequiredString(obj map[string]any, fields ...string) (string, error) {
 	path := strings.Join(fields, ".")
 	s, found, err := unstructured.NestedString(obj, fields...)
 	if err != nil {
@@ -496,15 +498,6 @@ func execError(name string, err error) error {
 	msg = strings.TrimPrefix(msg, "template: ")
 	msg = strings.TrimPrefix(msg, name+": ")
 	return &RenderError{Template: name, Err: &execMessage{msg: msg, err: err}}
-}
-
-func containsGVK(kinds []schema.GroupVersionKind, gvk schema.GroupVersionKind) bool {
-	for _, k := range kinds {
-		if k == gvk {
-			return true
-		}
-	}
-	return false
 }
 
 func gvkString(gvk schema.GroupVersionKind) string {

@@ -8,12 +8,13 @@
 // rights than stencil, so a value an action prints is never YAML syntax: it
 // lands as exactly one value where its action stands, whatever characters
 // it holds (see safe.go, the html/template idea applied to YAML). It also
-// enforces the child contract (allowed kinds only,
-// the parent's namespace only, unique names) and stamps the controller
-// ownerReference and the stencil labels itself, overriding whatever the
-// template wrote. The templates are user input; the guarantees in DESIGN.md
-// must not depend on every template author remembering them, and a template
-// that breaks them fails here with a RenderError instead of at the API server.
+// enforces the child contract (allowed kinds only, the parent's namespace
+// only, unique names) and stamps the controller ownerReference and the
+// stencil labels itself, overriding whatever the template wrote. The
+// templates are user input; the guarantees in docs/configuration.md must
+// not depend on every template author remembering them, and a template
+// that breaks them fails here with a RenderError instead of at the API
+// server.
 // For the same reason every render runs under a budget (budget.go): a
 // tenant's number must not turn a plausible template into unbounded work.
 package templates

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
 )
 
 // healthLua is Argo CD's health check for every stencil resource: they share
@@ -138,9 +139,9 @@ func crdKinds(path string) (map[schema.GroupResource]string, error) {
 			if gvk.Group != "apiextensions.k8s.io" || gvk.Kind != "CustomResourceDefinition" {
 				continue
 			}
-			group, errGroup := requiredString(u, "spec", "group")
-			plural, errPlural := requiredString(u, "spec", "names", "plural")
-			kind, errKind := requiredString(u, "spec", "names", "kind")
+			group, errGroup := templates.RequiredString(u.Object, "spec", "group")
+			plural, errPlural := templates.RequiredString(u.Object, "spec", "names", "plural")
+			kind, errKind := templates.RequiredString(u.Object, "spec", "names", "kind")
 			if err := cmp.Or(errGroup, errPlural, errKind); err != nil {
 				return nil, fmt.Errorf("%s: CustomResourceDefinition %q: %w", file, u.GetName(), err)
 			}
@@ -152,13 +153,4 @@ func crdKinds(path string) (map[schema.GroupResource]string, error) {
 		}
 	}
 	return kinds, nil
-}
-
-// requiredString reads a string field that must be set.
-func requiredString(u *unstructured.Unstructured, path ...string) (string, error) {
-	s, ok, err := unstructured.NestedString(u.Object, path...)
-	if err == nil && (!ok || s == "") {
-		err = fmt.Errorf("%s is required", strings.Join(path, "."))
-	}
-	return s, err
 }

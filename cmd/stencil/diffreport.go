@@ -429,7 +429,7 @@ type jsonFailure struct {
 	Message string    `json:"message"`
 }
 
-// writeJSON prints the report in DESIGN.md's schema, plus the failures.
+// writeJSON prints the report in the schema of docs/operating.md, plus the failures.
 func writeJSON(w io.Writer, r *diffReport) error {
 	out := struct {
 		Children       []jsonChild   `json:"children"`

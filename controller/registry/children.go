@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,7 +55,7 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 			namespaces[ns] = true
 		}
 		for _, k := range pk.Set.Kinds() {
-			if !containsGVK(kinds, k) {
+			if !slices.Contains(kinds, k) {
 				kinds = append(kinds, k)
 			}
 		}

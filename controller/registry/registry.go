@@ -396,15 +396,6 @@ func ScopeNamespaces(flagNS string, entry []string) []string {
 	return nil
 }
 
-func containsGVK(list []schema.GroupVersionKind, k schema.GroupVersionKind) bool {
-	for _, l := range list {
-		if l == k {
-			return true
-		}
-	}
-	return false
-}
-
 func indexByOwnerUID(obj any) ([]string, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {

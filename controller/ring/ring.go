@@ -1,5 +1,5 @@
 // Package ring splits namespaces among the live members of a ring of
-// stencil replicas (stencil run --ring, DESIGN.md "Scale-out, a ring of
+// stencil replicas (stencil run --ring, docs/operating.md "A ring of
 // replicas"): which hash ranges each member holds, the shard selector that
 // asks the API server for exactly those (KEP-5866 sharded list and watch),
 // and the rule that decides when a member may write for a namespace.

@@ -156,7 +156,7 @@ func TestAlertsDocumented(t *testing.T) {
 	}
 }
 
-// knownMetrics are the series stencil exports (DESIGN.md, controller/metrics.go,
+// knownMetrics are the series stencil exports (docs/operating.md "Endpoints and metrics", controller/metrics.go,
 // client-go's workqueue and REST client metrics, the Go and process
 // collectors) and Prometheus's own up.
 var knownMetrics = map[string]bool{

@@ -6,7 +6,7 @@
 # proxy, per phase).
 #   1. stencil diff of an image change, through the counting proxy: 20
 #      Deployment updates naming the image path with old and new value, 20
-#      unchanged Services, a JSON form that parses to DESIGN.md's schema,
+#      unchanged Services, a JSON form that parses to docs/operating.md's schema,
 #      exit 0 for the running config, and 0 persisted writes.
 #   2. The image change, hot-reloaded: it reaches all 20, never more than 3
 #      moved and not Ready at once (sampled from the cluster, not from

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What an operator scrapes and probes: /healthz and /readyz answer, and
-# /metrics carries every series DESIGN.md names, stencil's own from start-up
+# /metrics carries every series docs/operating.md names, stencil's own from start-up
 # (before any resource exists), counting real work once there is some, and
 # passes promtool check metrics (the pinned bin/promtool).
 # shellcheck source=test/smoke/lib.sh

@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// diffPlan is the JSON form of stencil diff as DESIGN.md states it
+// diffPlan is the JSON form of stencil diff as docs/operating.md ("A plan before a template change") states it
 // ("Command line"); extra fields are allowed.
 type diffPlan struct {
 	Children []struct {

@@ -9,7 +9,7 @@
 //	                       [--proxy URL --since MS] [--write-ns NS]...
 //	faultcheck diff-json   < plan.json
 //
-// diff-json checks the JSON form of stencil diff against DESIGN.md's
+// diff-json checks the JSON form of stencil diff against docs/operating.md's
 // schema and prints its counts and its changed fields (diffjson.go).
 //
 // wait-ready polls until N custom resources (of the configured kinds, matching
