@@ -89,3 +89,10 @@ func (g *fightGuard) forget(key Key) {
 	defer g.mu.Unlock()
 	delete(g.state, key)
 }
+
+// retain drops the state of every resource keep rejects.
+func (g *fightGuard) retain(keep func(Key) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	retainKeys(g.state, keep)
+}

@@ -87,6 +87,13 @@ func (m *refusalMemo) forget(key Key) {
 	delete(m.refused, key)
 }
 
+// retain drops every resource keep rejects.
+func (m *refusalMemo) retain(keep func(Key) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	retainKeys(m.refused, keep)
+}
+
 // reset drops every refusal: the periodic resync asks the API server again.
 func (m *refusalMemo) reset() {
 	m.mu.Lock()

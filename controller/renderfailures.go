@@ -66,6 +66,13 @@ func (m *renderFailures) forget(key Key) {
 	delete(m.failed, key)
 }
 
+// retain drops the failure of every resource keep rejects.
+func (m *renderFailures) retain(keep func(Key) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	retainKeys(m.failed, keep)
+}
+
 // reset drops every failure: the periodic resync renders them all again.
 func (m *renderFailures) reset() {
 	m.mu.Lock()

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -47,4 +49,38 @@ func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
 
 	f.c.renderFailures.reset()
 	sync("after the periodic resync", 3)
+}
+
+// TestAnEntryLeavingTheConfigIsForgotten: what stencil remembers between
+// syncs of a resource whose entry left the config (a fight episode, the
+// last status patch, a refused child, a rollout) is dropped, since nothing
+// queues that resource again; a configured resource's is kept.
+func TestAnEntryLeavingTheConfigIsForgotten(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.newController(ctx)
+	c := f.c
+	gone := Key{GVR: schema.GroupVersionResource{Group: "cache.example.com", Version: "v1alpha1", Resource: "memcacheds"},
+		NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m"}}
+	kept := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}}
+	ref := childRef{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, name: "x"}
+	for _, k := range []Key{gone, kept} {
+		c.guard.deny(k, "fight")
+		c.statusMemo.set(k, "{}", "{}")
+		c.refusals.set(k, ref, "h", "1", errors.New("refused"))
+	}
+	c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout{gone.GVR: {}, kept.GVR: {}}
+	c.forgetUnconfigured()
+	for _, tc := range []struct {
+		k    Key
+		want bool
+	}{{gone, false}, {kept, true}} {
+		_, fight := c.guard.state[tc.k]
+		_, status := c.statusMemo.sent[tc.k]
+		_, refused := c.refusals.refused[tc.k]
+		_, rolling := c.rollouts.byGVR[tc.k.GVR]
+		if fight != tc.want || status != tc.want || refused != tc.want || rolling != tc.want {
+			t.Errorf("%s: fight %v, status %v, refusal %v, rollout %v; want all %v", tc.k, fight, status, refused, rolling, tc.want)
+		}
+	}
 }

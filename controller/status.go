@@ -362,6 +362,13 @@ func (m *statusMemo) forget(key Key) {
 	delete(m.sent, key)
 }
 
+// retain drops every resource keep rejects.
+func (m *statusMemo) retain(keep func(Key) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	retainKeys(m.sent, keep)
+}
+
 // sameJSON compares two JSON values by their encoding, so that int64 and
 // float64 holding the same number compare equal (decoders pick either).
 func sameJSON(a, b any) bool {

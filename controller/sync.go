@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -79,7 +80,8 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	logger := klog.FromContext(ctx)
 	pk := c.reg.Parent(key.GVR)
 	if pk == nil {
-		// Removed from the config since it was queued: forget it.
+		// Removed from the config since it was queued; Reconfigure
+		// forgot it.
 		logger.V(4).Info("Resource no longer configured")
 		return nil
 	}
@@ -91,10 +93,7 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		if pk.Res.Rollout != nil {
 			c.forgetRollout(pk, key)
 		}
-		c.guard.forget(key)
-		c.statusMemo.forget(key)
-		c.refusals.forget(key)
-		c.renderFailures.forget(key)
+		c.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -143,6 +142,35 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
 	return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
+}
+
+// forget drops what stencil remembers of a deleted resource between
+// syncs: its fight episode, last status patch, refused children and failed
+// render.
+func (c *Controller) forget(key Key) {
+	c.guard.forget(key)
+	c.statusMemo.forget(key)
+	c.refusals.forget(key)
+	c.renderFailures.forget(key)
+}
+
+// forgetUnconfigured drops the same of every resource whose entry left the
+// config, and their entries' rollouts: nothing queues those resources
+// again, so nothing else would.
+func (c *Controller) forgetUnconfigured() {
+	configured := func(k Key) bool { return c.reg.Parent(k.GVR) != nil }
+	c.guard.retain(configured)
+	c.statusMemo.retain(configured)
+	c.refusals.retain(configured)
+	c.renderFailures.retain(configured)
+	c.rollouts.mu.Lock()
+	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout) bool { return c.reg.Parent(g) == nil })
+	c.rollouts.mu.Unlock()
+}
+
+// retainKeys deletes from m every key keep rejects.
+func retainKeys[V any](m map[Key]V, keep func(Key) bool) {
+	maps.DeleteFunc(m, func(k Key, _ V) bool { return !keep(k) })
 }
 
 // warnOnce records a Warning event for a failure unless the resource's Ready
