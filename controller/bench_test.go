@@ -62,7 +62,7 @@ func BenchmarkResync(b *testing.B) {
 		b.ReportAllocs()
 		before := len(f.client.Actions())
 		for i := 0; b.Loop(); i++ {
-			if err := f.c.sync(ctx, keys[i%len(keys)]); err != nil {
+			if err := f.sync(ctx, keys[i%len(keys)]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -573,6 +573,10 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 
 func (c *Controller) handleErr(ctx context.Context, key Key, label string, err error) {
 	logger := klog.FromContext(ctx)
+	after, err := splitRequeue(err)
+	if after > 0 {
+		c.queue.AddAfter(key, after)
+	}
 	switch {
 	case err == nil:
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultSuccess).Inc()

@@ -132,13 +132,23 @@ func must(t *testing.T, err error) {
 	}
 }
 
+// sync runs one sync of key and schedules the requeue it asks for, as
+// handleErr does; it returns the sync's error.
+func (f *fixture) sync(ctx context.Context, key Key) error {
+	after, err := splitRequeue(f.c.sync(ctx, key))
+	if after > 0 {
+		f.c.queue.AddAfter(key, after)
+	}
+	return err
+}
+
 // run syncs the WebApp ns/name once and returns the API actions, with the
 // informers' list and watch calls left out.
 func (f *fixture) run(name string) ([]core.Action, error) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	f.newController(ctx)
-	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+	err := f.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
 	var actions []core.Action
 	for _, a := range f.client.Actions() {
 		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
@@ -574,7 +584,7 @@ func TestStatusFieldTheSchemaPrunesCostsOnePatch(t *testing.T) {
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 	for range 3 {
-		must(t, f.c.sync(ctx, key))
+		must(t, f.sync(ctx, key))
 	}
 	patches := 0
 	for _, a := range f.client.Actions() {
@@ -620,7 +630,7 @@ func TestRejectedStatusPatchIsTerminal(t *testing.T) {
 		return true, nil, apierrors.NewInvalid(webappGVK.GroupKind(), "demo", field.ErrorList{
 			field.Invalid(field.NewPath("status", "replicas"), "x", "must be an integer")})
 	})
-	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
+	err := f.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
 	if !IsTerminal(err) || !strings.Contains(err.Error(), "status.replicas") {
 		t.Fatalf("err = %v, want a terminal error naming status.replicas", err)
 	}

@@ -131,18 +131,18 @@ func TestHandEditCostsOneWriteWhileTheWatchLags(t *testing.T) {
 	w.revert("kubectl-edit", "evil:latest")
 	w.deliver()
 
-	must(t, f.c.sync(ctx, key))
+	must(t, f.sync(ctx, key))
 	if got := f.patches("deployments"); got != 1 {
 		t.Fatalf("the hand edit was corrected with %d applies, want 1", got)
 	}
 	for i := range 3 {
-		must(t, f.c.sync(ctx, key))
+		must(t, f.sync(ctx, key))
 		if got := f.patches("deployments"); got != 1 {
 			t.Fatalf("sync %d before the watch event: %d applies in all, want 1", i+1, got)
 		}
 	}
 	w.deliver()
-	must(t, f.c.sync(ctx, key))
+	must(t, f.sync(ctx, key))
 	if got := f.patches("deployments"); got != 1 {
 		t.Errorf("after the watch event: %d applies in all, want 1", got)
 	}
@@ -168,7 +168,7 @@ func TestFightingWriterIsRateLimited(t *testing.T) {
 	for range 20 {
 		w.revert("kubectl-set", "reverted")
 		w.deliver()
-		must(t, f.c.sync(ctx, key))
+		must(t, f.sync(ctx, key))
 		// stencil's correction, if any, reaches the cache before the next
 		// revert: this writer reverts what it sees.
 		w.deliver()
@@ -217,7 +217,7 @@ func TestPruneIsSentOnceWhileTheWatchLags(t *testing.T) {
 		return n
 	}
 	for i := range 3 {
-		must(t, f.c.sync(ctx, key))
+		must(t, f.sync(ctx, key))
 		if got := deletes(); got != 1 {
 			t.Fatalf("sync %d: %d deletes in all, want 1", i+1, got)
 		}

@@ -31,7 +31,7 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 	sync := func(step string, want int) {
 		t.Helper()
-		err := f.c.sync(ctx, key)
+		err := f.sync(ctx, key)
 		if !IsTerminal(err) {
 			t.Fatalf("%s: err = %v, want the terminal refusal", step, err)
 		}
@@ -55,7 +55,7 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	sync("after the periodic resync", 3)
 
 	must(t, f.c.reg.Parent(webappGVR).Informers[""].GetIndexer().Delete(changed))
-	if err := f.c.sync(ctx, key); err != nil {
+	if err := f.sync(ctx, key); err != nil {
 		t.Fatalf("deleted resource: err = %v", err)
 	}
 	if n := len(f.c.refusals.refused); n != 0 {
@@ -82,7 +82,7 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 	for i, want := range []int{1, 1} {
-		if err := f.c.sync(ctx, key); !IsTerminal(err) {
+		if err := f.sync(ctx, key); !IsTerminal(err) {
 			t.Fatalf("sync %d: err = %v, want the terminal refusal", i+1, err)
 		}
 		if got := f.patches("services"); got != want {
@@ -97,7 +97,7 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	}
 	svc.SetResourceVersion(svc.GetResourceVersion() + "9")
 	must(t, f.c.reg.Child(svc.GroupVersionKind()).Informers[""].GetIndexer().Update(svc))
-	if err := f.c.sync(ctx, key); !IsTerminal(err) {
+	if err := f.sync(ctx, key); !IsTerminal(err) {
 		t.Fatalf("after the hand edit: err = %v, want the terminal refusal", err)
 	}
 	if got := f.patches("services"); got != 2 {

@@ -28,7 +28,7 @@ func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
 	}
 	sync := func(step string, want float64) {
 		t.Helper()
-		if err := f.c.sync(ctx, key); !IsTerminal(err) {
+		if err := f.sync(ctx, key); !IsTerminal(err) {
 			t.Fatalf("%s: err = %v, want the terminal render failure", step, err)
 		}
 		if got := renders(); got != want {

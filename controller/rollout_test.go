@@ -205,7 +205,7 @@ func onRevision(t *testing.T, path string, parent *unstructured.Unstructured) *u
 func (f *fixture) syncActions(ctx context.Context, name string) []string {
 	f.t.Helper()
 	f.client.ClearActions()
-	if err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}); err != nil {
+	if err := f.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}); err != nil {
 		f.t.Fatalf("sync %s: %v", name, err)
 	}
 	var out []string

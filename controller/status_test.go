@@ -71,7 +71,7 @@ func (f *fixture) syncDemo(applyErr error) ([]core.Action, error) {
 			})
 		}
 	}
-	err := f.c.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
+	err := f.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
 	var actions []core.Action
 	for _, a := range f.client.Actions() {
 		if a.GetVerb() != "list" && a.GetVerb() != "watch" {

@@ -194,90 +194,127 @@ func (c *Controller) fail(ctx context.Context, pk *registry.Parent, parent *unst
 
 // converge applies, prunes and reports on the rendered children.
 func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
-	logger := klog.FromContext(ctx)
-	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
-	out := outcome{extra: extra, live: make([]*unstructured.Unstructured, len(desired))}
-	rendered := map[childRef]bool{}
-	var conflicts []string
-	var applyErr error
-	var changes childChanges
 	if left, ok := c.terminating.left(parent.GetNamespace()); ok {
 		// Its namespace is being deleted and takes it along; look again
 		// once the memory of that expires, in case it is still there.
-		logger.V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
-		c.queue.AddAfter(key, left)
-		return nil
+		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
+		return requeueAfter(nil, left)
 	}
+	w := c.applyAll(ctx, pk, parent, desired)
+	if w.end {
+		return requeueAfter(w.err, w.after)
+	}
+	pruned, err := c.prune(ctx, pk, parent, w.rendered)
+	if err != nil {
+		w.err = errors.Join(w.err, err)
+	}
+	w.changes.pruned = pruned
+	w.changes.record(c.recorder, parent)
+	return requeueAfter(c.report(ctx, pk, parent, &w, extra), w.after)
+}
 
+// writes is what applying every rendered child of one resource came to.
+type writes struct {
+	// live holds each rendered child as last seen, in render order (nil:
+	// not written).
+	live []*unstructured.Unstructured
+	// rendered names every rendered child, for prune.
+	rendered  map[childRef]bool
+	conflicts []string
+	changes   childChanges
+	// err joins the apply failures; with end, what the sync returns at
+	// once, without pruning or a status of its own.
+	err error
+	end bool
+	// after, when set, asks to look again then (a denied correction).
+	after time.Duration
+}
+
+// soon asks to look again after d, unless sooner is asked already.
+func (w *writes) soon(d time.Duration) {
+	if w.after == 0 || d < w.after {
+		w.after = d
+	}
+}
+
+// applyAll brings every rendered child to the cluster (applyChild).
+func (c *Controller) applyAll(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured) writes {
+	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	w := writes{live: make([]*unstructured.Unstructured, len(desired)), rendered: map[childRef]bool{}}
 	onChildren := c.revisionOnChildren(pk)
 	for i, want := range desired {
-		rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
+		w.rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
 		if onChildren {
 			stampRevision(want, pk.Set.Revision())
 		}
 		r := c.applyChild(ctx, pk, parent, key, want)
+		if r.requeue > 0 {
+			w.soon(r.requeue)
+		}
 		switch {
 		case r.failReason != "":
-			return c.fail(ctx, pk, parent, r.failReason, r.err)
+			w.err, w.end = c.fail(ctx, pk, parent, r.failReason, r.err), true
+			return w
 		case r.end:
-			return r.err
+			w.err, w.end = r.err, true
+			return w
 		case r.conflict != "":
-			conflicts = append(conflicts, r.conflict)
+			w.conflicts = append(w.conflicts, r.conflict)
 		case r.err != nil:
-			applyErr = errors.Join(applyErr, r.err)
+			w.err = errors.Join(w.err, r.err)
 		}
-		out.live[i] = r.live
+		w.live[i] = r.live
 		switch r.change {
 		case reasonCreated:
-			changes.created = append(changes.created, want.GetKind()+"/"+want.GetName())
+			w.changes.created = append(w.changes.created, want.GetKind()+"/"+want.GetName())
 		case reasonUpdated:
-			changes.updated = append(changes.updated, want.GetKind()+"/"+want.GetName())
+			w.changes.updated = append(w.changes.updated, want.GetKind()+"/"+want.GetName())
 		}
 	}
+	return w
+}
 
-	pruned, err := c.prune(ctx, pk, parent, rendered)
-	if err != nil {
-		applyErr = errors.Join(applyErr, err)
-	}
-	changes.pruned = pruned
-	changes.record(c.recorder, parent)
-	out.revision = c.statusRevision(pk, parent, out.live)
-
+// report writes the status that the writes w came to, and asks to look
+// again where nothing else would bring the resource back: a foreign object
+// holding a child's name, the end of a fight episode, a first status.
+func (c *Controller) report(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
+	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	out := outcome{extra: extra, live: w.live, revision: c.statusRevision(pk, parent, w.live)}
 	switch {
-	case applyErr != nil:
+	case w.err != nil:
 		// A terminal apply error (invalid object) is reported and not retried;
 		// a transient one is reported and retried with back-off.
-		if !isAllTerminal(applyErr) {
-			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: applyErr.Error(), extra: extra, revision: out.revision})
-			c.warnOnce(parent, ReasonApplyFailed, applyErr.Error())
+		if !isAllTerminal(w.err) {
+			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: w.err.Error(), extra: extra, revision: out.revision})
+			c.warnOnce(parent, ReasonApplyFailed, w.err.Error())
 			if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
-				return errors.Join(applyErr, perr)
+				return errors.Join(w.err, perr)
 			}
-			return applyErr
+			return w.err
 		}
-		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(applyErr))
-	case len(conflicts) > 0:
-		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(conflicts, "; ")
+		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(w.err))
+	case len(w.conflicts) > 0:
+		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(w.conflicts, "; ")
 		out.stalled = true
 		c.warnOnce(parent, out.failReason, out.failMessage)
 		// Look again later: once the owner of the foreign object removes it,
 		// stencil creates its own without waiting for the resync.
-		c.queue.AddAfter(key, c.opts.ConflictRecheck)
+		w.soon(c.opts.ConflictRecheck)
 	}
 	if msg, ends := c.guard.episode(key); msg != "" {
 		out.fighting = msg
 		// Look again when the episode would end, to clear the condition.
-		c.queue.AddAfter(key, time.Until(ends)+time.Second)
+		w.soon(time.Until(ends) + time.Second)
 	}
 	status := c.desiredStatus(parent, out)
-	if len(changes.created) > 0 && out.failReason == "" && !readyIn(status) && c.opts.FirstStatusDelay > 0 {
+	if len(w.changes.created) > 0 && out.failReason == "" && !readyIn(status) && c.opts.FirstStatusDelay > 0 {
 		// Children were just created, so they cannot be ready yet. Their
 		// events bring the resource back, usually ready, and that sync
 		// writes the first status; if they are slower, the requeue writes
 		// Progressing. One status patch per new resource instead of two;
 		// until then kstatus sees the CRD's status default
 		// (observedGeneration 0 < generation) and says InProgress.
-		c.queue.AddAfter(key, c.opts.FirstStatusDelay)
+		w.soon(c.opts.FirstStatusDelay)
 		return nil
 	}
 	return c.patchStatus(ctx, pk, parent, status)
@@ -301,13 +338,15 @@ type childResult struct {
 	// failReason fails the sync with this reason and err: the child's kind
 	// is not served, or it cannot be hashed.
 	failReason string
+	// requeue, when set, asks to look again then: a correction the fight
+	// guard denied.
+	requeue time.Duration
 }
 
 // applyChild brings one rendered child to the cluster: create it when no
 // object holds its name, apply it when it drifted (guarded against a
 // fight), or nothing when it is in sync.
 func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
-	logger := klog.FromContext(ctx)
 	gvk := want.GroupVersionKind()
 	ck := c.reg.Child(gvk)
 	if ck == nil {
@@ -321,41 +360,72 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if err != nil {
 		return childResult{failReason: ReasonRenderFailed, err: terminal(err)}
 	}
-	conflict := fmt.Sprintf("%s/%s exists and is not controlled by %s %s", want.GetKind(), want.GetName(), pk.GVK.Kind, parent.GetName())
 	live, err := c.liveChild(ctx, ck, want)
 	if err != nil {
 		return childResult{err: err}
 	}
-	ref := childRef{gvk: gvk, name: want.GetName()}
+	ch := childSync{pk: pk, parent: parent, key: key, ck: ck, ref: childRef{gvk: gvk, name: want.GetName()}, want: want, hash: hash}
 	if live == nil {
-		if err := c.refusedBefore(ctx, key, ref, hash, live, want); err != nil {
-			return childResult{err: err}
-		}
-		if err := c.mayWrite(want.GetNamespace()); err != nil {
-			return childResult{end: true, err: err}
-		}
-		created, taken, err := c.createByApply(ctx, ck, want)
-		switch {
-		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-			logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
-			c.terminating.mark(want.GetNamespace())
-			return childResult{end: true}
-		case taken:
-			return childResult{conflict: conflict}
-		case err != nil:
-			return childResult{err: c.applyFailed(key, ref, hash, live, want, err)}
-		}
-		c.refusals.clear(key, ref)
-		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbCreate).Inc()
-		c.expectChild(created)
-		logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
-		return childResult{live: created, change: reasonCreated}
+		return c.createChild(ctx, ch)
 	}
 	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
-		return childResult{conflict: conflict}
+		return childResult{conflict: ch.conflict()}
 	}
-	d := detectDrift(live, want, legacyHash(live, want, hash))
-	if d.kind == unowned && c.serverAgrees(ctx, ck, want, live, hash) {
+	return c.correctChild(ctx, ch, live)
+}
+
+// childSync is one rendered child on its way to the cluster: whose it is,
+// its kind, the render and its applied hash.
+type childSync struct {
+	pk     *registry.Parent
+	parent *unstructured.Unstructured
+	key    Key
+	ck     *registry.Child
+	ref    childRef
+	want   *unstructured.Unstructured
+	hash   string
+}
+
+// conflict says that a foreign object holds the child's name.
+func (ch childSync) conflict() string {
+	return fmt.Sprintf("%s/%s exists and is not controlled by %s %s", ch.want.GetKind(), ch.want.GetName(), ch.pk.GVK.Kind, ch.parent.GetName())
+}
+
+// createChild creates a child no object holds the name of.
+func (c *Controller) createChild(ctx context.Context, ch childSync) childResult {
+	logger := klog.FromContext(ctx)
+	want := ch.want
+	if err := c.refusedBefore(ctx, ch.key, ch.ref, ch.hash, nil, want); err != nil {
+		return childResult{err: err}
+	}
+	if err := c.mayWrite(want.GetNamespace()); err != nil {
+		return childResult{end: true, err: err}
+	}
+	created, taken, err := c.createByApply(ctx, ch.ck, want)
+	switch {
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
+		c.terminating.mark(want.GetNamespace())
+		return childResult{end: true}
+	case taken:
+		return childResult{conflict: ch.conflict()}
+	case err != nil:
+		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, nil, want, err)}
+	}
+	c.refusals.clear(ch.key, ch.ref)
+	c.opts.Metrics.childWrites.WithLabelValues(ch.pk.Label, want.GetKind(), verbCreate).Inc()
+	c.expectChild(created)
+	logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
+	return childResult{live: created, change: reasonCreated}
+}
+
+// correctChild applies a child stencil controls when it drifted from the
+// render, unless the fight guard denies the correction.
+func (c *Controller) correctChild(ctx context.Context, ch childSync, live *unstructured.Unstructured) childResult {
+	logger := klog.FromContext(ctx)
+	want := ch.want
+	d := detectDrift(live, want, legacyHash(live, want, ch.hash))
+	if d.kind == unowned && c.serverAgrees(ctx, ch.ck, want, live, ch.hash) {
 		// No manager holds a field of the render, yet applying it
 		// would change nothing: the server dropped or normalised it.
 		d.kind = inSync
@@ -363,28 +433,27 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if d.kind == inSync {
 		return childResult{live: live}
 	}
-	if err := c.refusedBefore(ctx, key, ref, hash, live, want); err != nil {
+	if err := c.refusedBefore(ctx, ch.key, ch.ref, ch.hash, live, want); err != nil {
 		return childResult{err: err}
 	}
-	if d.kind != templateChanged && !c.guard.allow(key) {
+	if d.kind != templateChanged && !c.guard.allow(ch.key) {
 		// Same template output, yet a field stencil sets was taken or
 		// removed again: something keeps reverting it.
 		msg := fightMessage(want, d)
-		if c.guard.deny(key, msg) && !isThrottled(parent) {
+		if c.guard.deny(ch.key, msg) && !isThrottled(ch.parent) {
 			// Once per episode; while it lasts, the Throttled
 			// condition reports each denied correction.
-			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonFighting,
+			c.recorder.Eventf(ch.parent, corev1.EventTypeWarning, reasonFighting,
 				"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
 		}
-		c.queue.AddAfter(key, c.opts.FightInterval)
-		return childResult{live: live}
+		return childResult{live: live, requeue: c.opts.FightInterval}
 	}
 	logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
 		"drift", d.kind.String(), "field", d.path, "manager", d.manager)
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
-	applied, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
+	applied, err := c.opts.Dynamic.Resource(ch.ck.GVR).Namespace(want.GetNamespace()).
 		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -394,10 +463,10 @@ func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent
 		c.terminating.mark(want.GetNamespace())
 		return childResult{end: true}
 	case err != nil:
-		return childResult{err: c.applyFailed(key, ref, hash, live, want, err)}
+		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, live, want, err)}
 	}
-	c.refusals.clear(key, ref)
-	c.opts.Metrics.childWrites.WithLabelValues(pk.Label, want.GetKind(), verbUpdate).Inc()
+	c.refusals.clear(ch.key, ch.ref)
+	c.opts.Metrics.childWrites.WithLabelValues(ch.pk.Label, want.GetKind(), verbUpdate).Inc()
 	if applied.GetResourceVersion() == live.GetResourceVersion() {
 		// The server found nothing to change: no event for a no-op.
 		logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
