@@ -1,7 +1,7 @@
-package main
+package plan
 
-// The pure half of "stencil diff": which fields differ between two versions
-// of an object, how identical changes group, and the text and JSON forms.
+// The pure half of the plan: which fields differ between two versions of an
+// object, how identical changes group, and the text and JSON forms.
 
 import (
 	"encoding/json"
@@ -52,24 +52,21 @@ type failure struct {
 	Message string
 }
 
-// diffReport is what a diff found.
-type diffReport struct {
+// Report is what a plan found.
+type Report struct {
 	Children  []childDiff
 	Unchanged int
 	Failures  []failure
 }
 
-// exitStatus is 0 when nothing would change, 1 when something would (or
-// would fail to render or apply).
-func (r *diffReport) exitStatus() int {
-	if len(r.Children) > 0 || len(r.Failures) > 0 {
-		return exitFailed
-	}
-	return exitOK
+// HasChanges reports whether something would change, or would fail to
+// render or apply ("stencil diff" then exits 1).
+func (r *Report) HasChanges() bool {
+	return len(r.Children) > 0 || len(r.Failures) > 0
 }
 
 // count returns the number of children with the action.
-func (r *diffReport) count(action string) int {
+func (r *Report) count(action string) int {
 	n := 0
 	for _, c := range r.Children {
 		if c.Action == action {
@@ -316,8 +313,8 @@ func groupChildren(children []childDiff) []*group {
 // maxNamesShown bounds the objects named under a group.
 const maxNamesShown = 10
 
-// writeText prints the groups, the failures and the summary line.
-func writeText(w io.Writer, r *diffReport) error {
+// WriteText prints the groups, the failures and the summary line.
+func WriteText(w io.Writer, r *Report) error {
 	var b strings.Builder
 	symbol := map[string]string{actionCreate: "+", actionUpdate: "~", actionPrune: "-"}
 	for _, g := range groupChildren(r.Children) {
@@ -401,7 +398,7 @@ type summary struct {
 	ApplyFailed int `json:"applyFailed"`
 }
 
-func (r *diffReport) summary() summary {
+func (r *Report) summary() summary {
 	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged}
 	for _, f := range r.Failures {
 		if f.Reason == reasonRenderFailed {
@@ -429,8 +426,8 @@ type jsonFailure struct {
 	Message string    `json:"message"`
 }
 
-// writeJSON prints the report in the schema of docs/operating.md, plus the failures.
-func writeJSON(w io.Writer, r *diffReport) error {
+// WriteJSON prints the report in the schema of docs/operating.md, plus the failures.
+func WriteJSON(w io.Writer, r *Report) error {
 	out := struct {
 		Children       []jsonChild   `json:"children"`
 		Summary        summary       `json:"summary"`

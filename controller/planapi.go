@@ -14,9 +14,9 @@ import (
 	"stencil.dev/stencil/gvr"
 )
 
-// What "stencil diff" shares with the controller, so that its plan is made
-// the way sync makes its writes: DryRunApply (drift.go), TemplateStatus
-// (status.go), and the ones below.
+// What the planner (package plan, "stencil diff") shares with sync, so that
+// its plan is made the way sync makes its writes: DryRunApply (drift.go),
+// TemplateStatus (status.go), and the ones below.
 
 // AnnotationAppliedHash is the annotation on each child holding a hash of
 // the render stencil last applied; it is bookkeeping, not a change a person
