@@ -178,6 +178,10 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[Key]
 	recorder    record.EventRecorder
 	broadcaster record.EventBroadcaster
+	// resources holds what stencil remembers of each resource between
+	// its syncs; guard, statusMemo, refusals and renderFailures are views
+	// of it (resources.go).
+	resources   *resourceStates
 	guard       *fightGuard
 	dryRuns     dryRunMemo
 	// expect holds stencil's own writes that the caches have not shown
@@ -227,11 +231,15 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Key](),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
-		guard:        newFightGuard(opts.FightBurst, opts.FightInterval),
 		expect:       newExpectations(),
 		health:       &health{},
 		leaseTimings: defaultLeaseTimings,
 	}
+	c.resources = &resourceStates{}
+	c.guard = newFightGuard(opts.FightBurst, opts.FightInterval, c.resources)
+	c.statusMemo = statusMemo{states: c.resources}
+	c.refusals = refusalMemo{states: c.resources}
+	c.renderFailures = renderFailures{states: c.resources}
 	if opts.Ring.Name != "" && opts.LeaderElection.Enabled {
 		return nil, errors.New("controller: a ring and leader election are exclusive: every ring member works, on its share")
 	}

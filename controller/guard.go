@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/client-go/util/flowcontrol"
@@ -20,9 +19,8 @@ type fightGuard struct {
 	burst    int
 	interval time.Duration
 	now      func() time.Time
-
-	mu    sync.Mutex
-	state map[Key]*fightState
+	// states holds each resource's fightState (resources.go).
+	states *resourceStates
 }
 
 type fightState struct {
@@ -31,47 +29,47 @@ type fightState struct {
 	message    string
 }
 
-func newFightGuard(burst int, interval time.Duration) *fightGuard {
-	return &fightGuard{burst: burst, interval: interval, now: time.Now, state: map[Key]*fightState{}}
+func newFightGuard(burst int, interval time.Duration, states *resourceStates) *fightGuard {
+	return &fightGuard{burst: burst, interval: interval, now: time.Now, states: states}
 }
 
-func (g *fightGuard) get(key Key) *fightState {
-	s, ok := g.state[key]
-	if !ok {
-		s = &fightState{bucket: flowcontrol.NewTokenBucketRateLimiter(float32(1/g.interval.Seconds()), g.burst)}
-		g.state[key] = s
+// get returns st's fightState, created with a full bucket. Called under
+// the states' lock.
+func (g *fightGuard) get(st *resourceState) *fightState {
+	if st.fight == nil {
+		st.fight = &fightState{bucket: flowcontrol.NewTokenBucketRateLimiter(float32(1/g.interval.Seconds()), g.burst)}
 	}
-	return s
+	return st.fight
 }
 
 // allow takes a token for one drift correction of the resource key.
 func (g *fightGuard) allow(key Key) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.get(key).bucket.TryAccept()
+	var ok bool
+	g.states.update(key, func(st *resourceState) { ok = g.get(st).bucket.TryAccept() })
+	return ok
 }
 
 // deny records a correction held back, with the message that explains it,
 // and reports whether this denial starts an episode.
 func (g *fightGuard) deny(key Key, message string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s := g.get(key)
-	started := !g.ongoing(s)
-	s.lastDenied, s.message = g.now(), message
+	var started bool
+	g.states.update(key, func(st *resourceState) {
+		s := g.get(st)
+		started = !g.ongoing(s)
+		s.lastDenied, s.message = g.now(), message
+	})
 	return started
 }
 
 // episode returns the message of the resource's ongoing fight episode and
 // when it ends if no correction is denied meanwhile; "" when there is none.
-func (g *fightGuard) episode(key Key) (string, time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	s, ok := g.state[key]
-	if !ok || !g.ongoing(s) {
-		return "", time.Time{}
-	}
-	return s.message, s.lastDenied.Add(g.refill())
+func (g *fightGuard) episode(key Key) (msg string, ends time.Time) {
+	g.states.view(key, func(st *resourceState) {
+		if st != nil && st.fight != nil && g.ongoing(st.fight) {
+			msg, ends = st.fight.message, st.fight.lastDenied.Add(g.refill())
+		}
+	})
+	return msg, ends
 }
 
 func (g *fightGuard) ongoing(s *fightState) bool {
@@ -83,16 +81,3 @@ func (g *fightGuard) refill() time.Duration {
 	return time.Duration(g.burst) * g.interval
 }
 
-// forget drops the state of a deleted resource.
-func (g *fightGuard) forget(key Key) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.state, key)
-}
-
-// retain drops the state of every resource keep rejects.
-func (g *fightGuard) retain(keep func(Key) bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	retainKeys(g.state, keep)
-}

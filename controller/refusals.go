@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -22,8 +21,8 @@ import (
 // periodic resync clears the memo: a refusal can hinge on other objects (a
 // nodePort another Service holds), so it is asked again then, not never.
 type refusalMemo struct {
-	mu      sync.Mutex
-	refused map[Key]map[childRef]refusal
+	// states holds each resource's refused children (resources.go).
+	states *resourceStates
 }
 
 // refusal is one refused render of a child: its hash and the live object's
@@ -45,58 +44,35 @@ func liveVersion(live *unstructured.Unstructured) string {
 
 // get returns the error the render of child with hash was refused with
 // against the live version against, or nil when it was not.
-func (m *refusalMemo) get(key Key, child childRef, hash, against string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.refused[key][child]; ok && r.hash == hash && r.against == against {
-		return r.err
-	}
-	return nil
+func (m refusalMemo) get(key Key, child childRef, hash, against string) (err error) {
+	m.states.view(key, func(st *resourceState) {
+		if st == nil {
+			return
+		}
+		if r, ok := st.refused[child]; ok && r.hash == hash && r.against == against {
+			err = r.err
+		}
+	})
+	return err
 }
 
 // set records that the render of child with hash, sent against the live
 // version against, was refused with err.
-func (m *refusalMemo) set(key Key, child childRef, hash, against string, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.refused == nil {
-		m.refused = map[Key]map[childRef]refusal{}
-	}
-	if m.refused[key] == nil {
-		m.refused[key] = map[childRef]refusal{}
-	}
-	m.refused[key][child] = refusal{hash: hash, against: against, err: err}
+func (m refusalMemo) set(key Key, child childRef, hash, against string, err error) {
+	m.states.update(key, func(st *resourceState) {
+		if st.refused == nil {
+			st.refused = map[childRef]refusal{}
+		}
+		st.refused[child] = refusal{hash: hash, against: against, err: err}
+	})
 }
 
 // clear drops the refusal of child, once a render of it was written.
-func (m *refusalMemo) clear(key Key, child childRef) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if byChild, ok := m.refused[key]; ok {
-		delete(byChild, child)
-		if len(byChild) == 0 {
-			delete(m.refused, key)
-		}
-	}
-}
-
-// forget drops a deleted resource.
-func (m *refusalMemo) forget(key Key) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.refused, key)
-}
-
-// retain drops every resource keep rejects.
-func (m *refusalMemo) retain(keep func(Key) bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	retainKeys(m.refused, keep)
+func (m refusalMemo) clear(key Key, child childRef) {
+	m.states.change(key, func(st *resourceState) { delete(st.refused, child) })
 }
 
 // reset drops every refusal: the periodic resync asks the API server again.
-func (m *refusalMemo) reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.refused = nil
+func (m refusalMemo) reset() {
+	m.states.each(func(st *resourceState) { st.refused = nil })
 }

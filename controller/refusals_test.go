@@ -58,8 +58,8 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	if err := f.sync(ctx, key); err != nil {
 		t.Fatalf("deleted resource: err = %v", err)
 	}
-	if n := len(f.c.refusals.refused); n != 0 {
-		t.Errorf("after the resource was deleted, the memo holds %d resources, want 0", n)
+	if n := len(f.c.resources.m); n != 0 {
+		t.Errorf("after the resource was deleted, stencil remembers %d resources, want 0", n)
 	}
 }
 

@@ -3,7 +3,6 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -21,8 +20,8 @@ import (
 // server refuses. Status, which stencil writes, is not part of the key: the
 // failure's own status patch must not make it render again.
 type renderFailures struct {
-	mu     sync.Mutex
-	failed map[Key]renderFailure
+	// states holds each resource's failed render (resources.go).
+	states *resourceStates
 }
 
 // renderFailure is one failed render: what it was of, and its error.
@@ -39,43 +38,28 @@ func renderInput(parent *unstructured.Unstructured) [sha256.Size]byte {
 }
 
 // get returns the error the same render failed with, or nil.
-func (m *renderFailures) get(key Key, pk *registry.Parent, parent *unstructured.Unstructured) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	f, ok := m.failed[key]
-	if !ok || f.set != pk.Set || f.input != renderInput(parent) {
-		return nil
-	}
-	return f.err
+func (m renderFailures) get(key Key, pk *registry.Parent, parent *unstructured.Unstructured) (err error) {
+	m.states.view(key, func(st *resourceState) {
+		if st != nil && st.render != nil && st.render.set == pk.Set && st.render.input == renderInput(parent) {
+			err = st.render.err
+		}
+	})
+	return err
 }
 
 // set remembers a failed render.
-func (m *renderFailures) set(key Key, pk *registry.Parent, parent *unstructured.Unstructured, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failed == nil {
-		m.failed = map[Key]renderFailure{}
-	}
-	m.failed[key] = renderFailure{input: renderInput(parent), set: pk.Set, err: err}
+func (m renderFailures) set(key Key, pk *registry.Parent, parent *unstructured.Unstructured, err error) {
+	m.states.update(key, func(st *resourceState) {
+		st.render = &renderFailure{input: renderInput(parent), set: pk.Set, err: err}
+	})
 }
 
-// forget drops key's failure: it rendered, or is gone.
-func (m *renderFailures) forget(key Key) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.failed, key)
-}
-
-// retain drops the failure of every resource keep rejects.
-func (m *renderFailures) retain(keep func(Key) bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	retainKeys(m.failed, keep)
+// forget drops key's failure: it rendered.
+func (m renderFailures) forget(key Key) {
+	m.states.change(key, func(st *resourceState) { st.render = nil })
 }
 
 // reset drops every failure: the periodic resync renders them all again.
-func (m *renderFailures) reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	clear(m.failed)
+func (m renderFailures) reset() {
+	m.states.each(func(st *resourceState) { st.render = nil })
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
@@ -333,40 +332,21 @@ func jsonOf(v any) string {
 }
 
 // statusMemo remembers, per resource, the last status sent and the status
-// the server stored in answer.
+// the server stored in answer (resources.go).
 type statusMemo struct {
-	mu   sync.Mutex
-	sent map[Key][2]string
+	states *resourceStates
 }
 
-func (m *statusMemo) matches(key Key, want, current string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	got, ok := m.sent[key]
-	return ok && got[0] == want && got[1] == current
+func (m statusMemo) matches(key Key, want, current string) bool {
+	var ok bool
+	m.states.view(key, func(st *resourceState) {
+		ok = st != nil && st.sent && st.status == [2]string{want, current}
+	})
+	return ok
 }
 
-func (m *statusMemo) set(key Key, want, stored string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sent == nil {
-		m.sent = map[Key][2]string{}
-	}
-	m.sent[key] = [2]string{want, stored}
-}
-
-// forget drops a deleted resource.
-func (m *statusMemo) forget(key Key) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.sent, key)
-}
-
-// retain drops every resource keep rejects.
-func (m *statusMemo) retain(keep func(Key) bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	retainKeys(m.sent, keep)
+func (m statusMemo) set(key Key, want, stored string) {
+	m.states.update(key, func(st *resourceState) { st.status, st.sent = [2]string{want, stored}, true })
 }
 
 // sameJSON compares two JSON values by their encoding, so that int64 and

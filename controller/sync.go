@@ -148,30 +148,19 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 // syncs: its fight episode, last status patch, refused children and failed
 // render.
 func (c *Controller) forget(key Key) {
-	c.guard.forget(key)
-	c.statusMemo.forget(key)
-	c.refusals.forget(key)
-	c.renderFailures.forget(key)
+	c.resources.forget(key)
 }
 
 // forgetUnconfigured drops the same of every resource whose entry left the
 // config, and their entries' rollouts: nothing queues those resources
 // again, so nothing else would.
 func (c *Controller) forgetUnconfigured() {
-	configured := func(k Key) bool { return c.reg.Parent(k.GVR) != nil }
-	c.guard.retain(configured)
-	c.statusMemo.retain(configured)
-	c.refusals.retain(configured)
-	c.renderFailures.retain(configured)
+	c.resources.retain(func(k Key) bool { return c.reg.Parent(k.GVR) != nil })
 	c.rollouts.mu.Lock()
 	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout) bool { return c.reg.Parent(g) == nil })
 	c.rollouts.mu.Unlock()
 }
 
-// retainKeys deletes from m every key keep rejects.
-func retainKeys[V any](m map[Key]V, keep func(Key) bool) {
-	maps.DeleteFunc(m, func(k Key, _ V) bool { return !keep(k) })
-}
 
 // warnOnce records a Warning event for a failure unless the resource's Ready
 // condition already reports it (same reason, message and generation): a
