@@ -181,9 +181,9 @@ type Controller struct {
 	// resources holds what stencil remembers of each resource between
 	// its syncs; guard, statusMemo, refusals and renderFailures are views
 	// of it (resources.go).
-	resources   *resourceStates
-	guard       *fightGuard
-	dryRuns     dryRunMemo
+	resources *resourceStates
+	guard     *fightGuard
+	dryRuns   dryRunMemo
 	// expect holds stencil's own writes that the caches have not shown
 	// yet: a sync never decides a write from a view older than them.
 	expect     *expectations

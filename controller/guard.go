@@ -80,4 +80,3 @@ func (g *fightGuard) ongoing(s *fightState) bool {
 func (g *fightGuard) refill() time.Duration {
 	return time.Duration(g.burst) * g.interval
 }
-

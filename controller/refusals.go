@@ -1,7 +1,6 @@
 package controller
 
 import (
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 

@@ -161,7 +161,6 @@ func (c *Controller) forgetUnconfigured() {
 	c.rollouts.mu.Unlock()
 }
 
-
 // warnOnce records a Warning event for a failure unless the resource's Ready
 // condition already reports it (same reason, message and generation): a
 // resync or a conflict recheck must not repeat the event.
