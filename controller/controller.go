@@ -27,6 +27,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
@@ -125,7 +126,7 @@ type Options struct {
 	// WriteGate, when set, is the gate in the clients' transport
 	// (rest.Config.Wrap(WriteGate.Wrap)); New gives it this Controller's
 	// write fence.
-	WriteGate *WriteGate
+	WriteGate *ha.WriteGate
 	// Ring, when named, runs this replica as a member of a ring that splits
 	// the namespaces (exclusive with LeaderElection).
 	Ring Ring
@@ -196,14 +197,14 @@ type Controller struct {
 	terminating    terminatingNamespaces
 	health         *health
 	// fence, under leader election or in a ring, says whether this replica
-	// may still write for a namespace (see fencedLock, ringState); nil
+	// may still write for a namespace (see ha.FencedLock, ha.RingState); nil
 	// otherwise.
 	fence func(ns string) error
 	// ring is this replica's membership of a ring (run --ring); nil
 	// otherwise.
-	ring *ringState
+	ring *ha.RingState
 	// leaseTimings are the Leases' durations (leader election, ring).
-	leaseTimings leaseTimings
+	leaseTimings ha.Timings
 	// events wraps the event sink: fenced, and flushed before shutdown.
 	events *eventSink
 }
@@ -233,7 +234,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
 		expect:       newExpectations(),
 		health:       &health{},
-		leaseTimings: defaultLeaseTimings,
+		leaseTimings: ha.DefaultTimings,
 	}
 	c.resources = &resourceStates{}
 	c.guard = newFightGuard(opts.FightBurst, opts.FightInterval, c.resources)
@@ -280,7 +281,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	c.reg = reg
 	c.health.synced = reg.Synced
 	if opts.WriteGate != nil {
-		opts.WriteGate.set(c.mayWrite)
+		opts.WriteGate.Set(c.mayWrite)
 	}
 	// Registered once per Metrics: tests build several controllers on one.
 	if err := opts.Metrics.Registry.Register(newCachedResources(c)); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
@@ -560,9 +561,8 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	if c.ring != nil {
 		// A view change waits for this sync (see ring.go).
-		c.ring.syncs.RLock()
-		defer c.ring.syncs.RUnlock()
-		if !c.ring.holds(key.Namespace) {
+		defer c.ring.BeginSync()()
+		if !c.ring.Holds(key.Namespace) {
 			// Another member's now; its caches hold the resource.
 			c.queue.Forget(key)
 			return true
@@ -589,19 +589,19 @@ func (c *Controller) handleErr(ctx context.Context, key Key, label string, err e
 	case err == nil:
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultSuccess).Inc()
 		c.queue.Forget(key)
-	case errors.Is(err, errNotLeader):
+	case errors.Is(err, ha.ErrNotLeader):
 		// The elector is about to report the Lease lost (the workers then
 		// stop at once); should the renewal still succeed, the key comes back.
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
 		logger.V(2).Info("Reconcile stopped before a write", "err", err)
 		c.queue.AddRateLimited(key)
-	case errors.Is(err, errNotHolder):
+	case errors.Is(err, ha.ErrNotHolder):
 		// The view is changing; every resource of the share is queued
 		// again once the new view is adopted (ringLoop).
 		logger.V(4).Info("Reconcile stopped before a write", "err", err)
 		c.queue.Forget(key)
-	case errors.Is(err, errRingLease):
-		// The workers are stopping (ringState.trip).
+	case errors.Is(err, ha.ErrRingLease):
+		// The workers are stopping (ha.RingState.Trip).
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
 		c.queue.Forget(key)
 	case IsTerminal(err):

@@ -307,7 +307,7 @@ func (r *cachedResources) Collect(ch chan<- prometheus.Metric) {
 		}
 		outside := 0
 		for _, k := range keys {
-			if !rs.holds(k.Namespace) {
+			if !rs.Holds(k.Namespace) {
 				outside++
 			}
 		}

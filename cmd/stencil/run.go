@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reload"
 )
 
@@ -99,7 +100,7 @@ func runCommand(args []string) int {
 	restConfig.UserAgent = "stencil/" + version
 	// Every write asks the fence again just before it is sent (see
 	// controller.WriteGate).
-	gate := controller.NewWriteGate()
+	gate := ha.NewWriteGate()
 	restConfig.Wrap(gate.Wrap)
 
 	dyn, err := dynamic.NewForConfig(restConfig)

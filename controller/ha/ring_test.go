@@ -1,4 +1,4 @@
-package controller
+package ha
 
 import (
 	"context"
@@ -33,12 +33,12 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 		}
 		return m
 	}
-	observe := func(rs *ringState) (bool, bool) {
+	observe := func(rs *RingState) (bool, bool) {
 		snap, err := rs.member.Observe(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rs.adopt(snap, time.Now())
+		return rs.Adopt(snap, time.Now())
 	}
 	both := ring.NewView([]string{"a", "b"})
 	var nsA, nsB string
@@ -51,19 +51,19 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 		}
 	}
 
-	a := &ringState{member: member("a"), self: "a"}
+	a := &RingState{member: member("a"), self: "a"}
 	observe(a)
-	a.resharded(a.shareNow())
-	if _, ok := a.settle(time.Now()); !ok {
+	a.Resharded(a.ShareNow())
+	if _, ok := a.Settle(time.Now()); !ok {
 		t.Fatal("a member alone did not settle on its own view")
 	}
 	for _, ns := range []string{nsA, nsB} {
-		if err := a.allow(ns); err != nil {
+		if err := a.Allow(ns); err != nil {
 			t.Fatalf("a alone may not write for %s: %v", ns, err)
 		}
 	}
 
-	b := &ringState{member: member("b"), self: "b"}
+	b := &RingState{member: member("b"), self: "b"}
 	a.syncs.RLock() // a sync in flight
 	switched := make(chan [2]bool)
 	go func() {
@@ -80,35 +80,35 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 		t.Fatalf("b's join: view changed, share changed = %v, want both", got)
 	}
 	for _, ns := range []string{nsA, nsB} {
-		if err := a.allow(ns); !errors.Is(err, errNotHolder) {
-			t.Fatalf("before b published the new view, a's write for %s: %v, want errNotHolder", ns, err)
+		if err := a.Allow(ns); !errors.Is(err, ErrNotHolder) {
+			t.Fatalf("before b published the new view, a's write for %s: %v, want ErrNotHolder", ns, err)
 		}
 	}
-	if _, ok := a.settle(time.Now()); ok {
+	if _, ok := a.Settle(time.Now()); ok {
 		t.Fatal("a settled before b published the view")
 	}
 
 	observe(b)
-	if err := b.member.Renew(ctx, b.viewID()); err != nil {
+	if err := b.member.Renew(ctx, b.ViewID()); err != nil {
 		t.Fatal(err)
 	}
 	observe(a)
-	if _, ok := a.settle(time.Now()); !ok {
+	if _, ok := a.Settle(time.Now()); !ok {
 		t.Fatal("a did not settle once b published the view")
 	}
-	a.resharded(a.shareNow()) // its informers now watch the new share
-	if err := a.allow(nsA); err != nil {
+	a.Resharded(a.ShareNow()) // its informers now watch the new share
+	if err := a.Allow(nsA); err != nil {
 		t.Fatalf("a may not write for its own %s: %v", nsA, err)
 	}
-	if err := a.allow(nsB); !errors.Is(err, errNotHolder) {
-		t.Fatalf("a's write for b's %s: %v, want errNotHolder", nsB, err)
+	if err := a.Allow(nsB); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("a's write for b's %s: %v, want ErrNotHolder", nsB, err)
 	}
 
 	tripped := false
 	a.onTrip = func() { tripped = true }
 	a.member.Leave(ctx) // its Lease no longer valid
-	if err := a.allow(nsA); !errors.Is(err, errRingLease) || !tripped {
-		t.Fatalf("after a's Lease lapsed: %v, tripped %v; want errRingLease and the workers stopped", err, tripped)
+	if err := a.Allow(nsA); !errors.Is(err, ErrRingLease) || !tripped {
+		t.Fatalf("after a's Lease lapsed: %v, tripped %v; want ErrRingLease and the workers stopped", err, tripped)
 	}
 }
 
@@ -124,21 +124,21 @@ func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 	fake := &k8stesting.Fake{}
 	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
 	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
-	join := func(id string) *ringState {
+	join := func(id string) *RingState {
 		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
 		if err := m.Join(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
-		return &ringState{member: m, self: id}
+		return &RingState{member: m, self: id}
 	}
-	observe := func(rs *ringState) {
+	observe := func(rs *RingState) {
 		snap, err := rs.member.Observe(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs.adopt(snap, time.Now())
-		if err := rs.member.Renew(ctx, rs.viewID()); err != nil {
+		rs.Adopt(snap, time.Now())
+		if err := rs.member.Renew(ctx, rs.ViewID()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,8 +155,8 @@ func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 
 	a := join("a")
 	observe(a) // its first list: alone
-	a.resharded(a.shareNow())
-	if a.needsReshard() {
+	a.Resharded(a.ShareNow())
+	if a.NeedsReshard() {
 		t.Fatal("a's informers watch the share of the view it adopted, yet it asks for a reshard")
 	}
 	b, c := join("b"), join("c")
@@ -165,22 +165,22 @@ func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 	observe(a)
 	observe(b)
 	observe(c)
-	if _, ok := a.settle(time.Now()); !ok {
+	if _, ok := a.Settle(time.Now()); !ok {
 		t.Fatal("a did not settle on the view of three once b and c published it")
 	}
-	if !a.needsReshard() {
+	if !a.NeedsReshard() {
 		t.Fatal("a adopted the view of three with informers built for itself alone, and asks for no reshard")
 	}
 	for _, ns := range []string{mine, theirs} {
-		if err := a.allow(ns); !errors.Is(err, errNotHolder) {
-			t.Fatalf("before its reshard, a's write for %s: %v, want errNotHolder", ns, err)
+		if err := a.Allow(ns); !errors.Is(err, ErrNotHolder) {
+			t.Fatalf("before its reshard, a's write for %s: %v, want ErrNotHolder", ns, err)
 		}
 	}
-	a.resharded(a.shareNow())
-	if err := a.allow(mine); err != nil {
+	a.Resharded(a.ShareNow())
+	if err := a.Allow(mine); err != nil {
 		t.Fatalf("after its reshard, a may not write for its own %s: %v", mine, err)
 	}
-	if err := a.allow(theirs); !errors.Is(err, errNotHolder) {
-		t.Fatalf("after its reshard, a's write for %s outside its share: %v, want errNotHolder", theirs, err)
+	if err := a.Allow(theirs); !errors.Is(err, ErrNotHolder) {
+		t.Fatalf("after its reshard, a's write for %s outside its share: %v, want ErrNotHolder", theirs, err)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package ha
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func TestPausedLeaderDoesNotReleaseNewLeadersLease(t *testing.T) {
 			store := &leaseStore{}
 			now := time.Unix(1000, 0)
 			var clockMu sync.Mutex
-			lock := &fencedLock{
+			lock := &FencedLock{
 				Interface:     &storeLock{store: store, id: "a"},
 				renewDeadline: 2 * time.Minute,
 				now: func() time.Time {
@@ -116,13 +116,13 @@ func TestPausedLeaderDoesNotReleaseNewLeadersLease(t *testing.T) {
 			}
 			// A retry period of a minute: after acquiring and its first
 			// renewal, a's elector sleeps, as a paused process does.
-			timings := leaseTimings{lease: 3 * time.Minute, renew: 2 * time.Minute, retry: time.Minute}
+			timings := Timings{Lease: 3 * time.Minute, Renew: 2 * time.Minute, Retry: time.Minute}
 			ctx, sigterm := context.WithCancel(context.Background())
 			defer sigterm()
 			leading := make(chan struct{})
 			result := make(chan error, 1)
 			go func() {
-				result <- leadWithLease(ctx, lock, "stencil", timings, func(workCtx context.Context) error {
+				result <- Lead(ctx, lock, "stencil", timings, func(workCtx context.Context) error {
 					close(leading)
 					<-workCtx.Done()
 					return nil
@@ -136,7 +136,7 @@ func TestPausedLeaderDoesNotReleaseNewLeadersLease(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			if err := lock.allow(); err != nil {
+			if err := lock.Allow(); err != nil {
 				t.Fatalf("a just renewed: allow() = %v", err)
 			}
 
@@ -150,19 +150,19 @@ func TestPausedLeaderDoesNotReleaseNewLeadersLease(t *testing.T) {
 			// a resumes and stops.
 			switch how {
 			case "fence trips":
-				if err := lock.allow(); !errors.Is(err, errNotLeader) {
-					t.Fatalf("a resumed: allow() = %v, want errNotLeader", err)
+				if err := lock.Allow(); !errors.Is(err, ErrNotLeader) {
+					t.Fatalf("a resumed: allow() = %v, want ErrNotLeader", err)
 				}
 			case "SIGTERM":
 				sigterm()
 			}
 			select {
 			case err := <-result:
-				if how == "fence trips" && !errors.Is(err, errLeaseLost) {
-					t.Errorf("leadWithLease = %v, want errLeaseLost", err)
+				if how == "fence trips" && !errors.Is(err, ErrLeaseLost) {
+					t.Errorf("Lead = %v, want ErrLeaseLost", err)
 				}
 			case <-time.After(10 * time.Second):
-				t.Fatal("leadWithLease did not return after a stopped")
+				t.Fatal("Lead did not return after a stopped")
 			}
 			writes := store.log()
 			for _, w := range writes[before:] {
@@ -182,13 +182,13 @@ func TestPausedLeaderDoesNotReleaseNewLeadersLease(t *testing.T) {
 // the holder.
 func TestLeaderReleasesOnSIGTERM(t *testing.T) {
 	store := &leaseStore{}
-	lock := &fencedLock{Interface: &storeLock{store: store, id: "a"}, renewDeadline: 2 * time.Minute}
-	timings := leaseTimings{lease: 3 * time.Minute, renew: 2 * time.Minute, retry: time.Minute}
+	lock := &FencedLock{Interface: &storeLock{store: store, id: "a"}, renewDeadline: 2 * time.Minute}
+	timings := Timings{Lease: 3 * time.Minute, Renew: 2 * time.Minute, Retry: time.Minute}
 	ctx, sigterm := context.WithCancel(context.Background())
 	drained := false
 	result := make(chan error, 1)
 	go func() {
-		result <- leadWithLease(ctx, lock, "stencil", timings, func(workCtx context.Context) error {
+		result <- Lead(ctx, lock, "stencil", timings, func(workCtx context.Context) error {
 			sigterm()
 			<-workCtx.Done()
 			drained = true
@@ -198,16 +198,16 @@ func TestLeaderReleasesOnSIGTERM(t *testing.T) {
 	select {
 	case err := <-result:
 		if err != nil {
-			t.Fatalf("leadWithLease = %v", err)
+			t.Fatalf("Lead = %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("leadWithLease did not return after SIGTERM")
+		t.Fatal("Lead did not return after SIGTERM")
 	}
 	writes := store.log()
 	if !drained || len(writes) == 0 || writes[len(writes)-1] != (leaseWrite{"a", ""}) {
 		t.Fatalf("drained %t, writes %v; want the last write a release by a", drained, writes)
 	}
-	if err := lock.allow(); !errors.Is(err, errNotLeader) {
-		t.Errorf("after the release: allow() = %v, want errNotLeader", err)
+	if err := lock.Allow(); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("after the release: allow() = %v, want ErrNotLeader", err)
 	}
 }

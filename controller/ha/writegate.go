@@ -1,4 +1,4 @@
-package controller
+package ha
 
 import (
 	"fmt"
@@ -37,7 +37,8 @@ func (g *WriteGate) Wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func (g *WriteGate) set(fence func(ns string) error) { g.fence.Store(&fence) }
+// Set makes fence the gate's fence (Controller.New does, with its own).
+func (g *WriteGate) Set(fence func(ns string) error) { g.fence.Store(&fence) }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 

@@ -1,4 +1,4 @@
-package controller
+package ha
 
 import (
 	"errors"
@@ -19,10 +19,10 @@ func TestWriteGateAsksTheFenceJustBeforeSending(t *testing.T) {
 	defer srv.Close()
 	gate := NewWriteGate()
 	var asked []string
-	gate.set(func(ns string) error {
+	gate.Set(func(ns string) error {
 		asked = append(asked, ns)
 		if ns == "theirs" {
-			return errNotHolder
+			return ErrNotHolder
 		}
 		return nil
 	})
@@ -56,7 +56,7 @@ func TestWriteGateAsksTheFenceJustBeforeSending(t *testing.T) {
 		if c.refused != (err != nil) {
 			t.Errorf("%s %s: refused %v, want %v (err %v)", c.method, c.path, err != nil, c.refused, err)
 		}
-		if c.refused && !errors.Is(err, errNotHolder) {
+		if c.refused && !errors.Is(err, ErrNotHolder) {
 			t.Errorf("%s %s: %v does not wrap the fence's error", c.method, c.path, err)
 		}
 	}
