@@ -145,31 +145,25 @@ func behind(cached *unstructured.Unstructured, x expected) bool {
 // cache holds stencil's write, or a newer version, or another object of the
 // name, the expectation is met.
 func (e *expectations) observe(obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	key := keyOf(u)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	x, ok := e.obj[key]
-	if !ok {
-		return
-	}
-	if x.obj == nil {
-		if u.GetUID() != x.deleted {
-			delete(e.obj, key)
+	e.end(obj, func(u *unstructured.Unstructured, x expected) bool {
+		if x.obj == nil {
+			return u.GetUID() != x.deleted
 		}
-		return
-	}
-	if !behind(u, x) {
-		delete(e.obj, key)
-	}
+		return !behind(u, x)
+	})
 }
 
 // gone is called with each object an informer deletes: whatever stencil
 // expected of that object is over.
 func (e *expectations) gone(obj any) {
+	e.end(obj, func(u *unstructured.Unstructured, x expected) bool {
+		return x.deleted == u.GetUID() || (x.obj != nil && x.obj.GetUID() == u.GetUID())
+	})
+}
+
+// end drops the expectation of obj's name when met says the informer's
+// object meets it.
+func (e *expectations) end(obj any, met func(u *unstructured.Unstructured, x expected) bool) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
@@ -177,11 +171,7 @@ func (e *expectations) gone(obj any) {
 	key := keyOf(u)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	x, ok := e.obj[key]
-	if !ok {
-		return
-	}
-	if x.deleted == u.GetUID() || (x.obj != nil && x.obj.GetUID() == u.GetUID()) {
+	if x, ok := e.obj[key]; ok && met(u, x) {
 		delete(e.obj, key)
 	}
 }

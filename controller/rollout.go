@@ -438,9 +438,9 @@ type ownedChild struct {
 	obj *unstructured.Unstructured
 }
 
-// ownedChildren returns parent's cached children of kinds, found by the
+// cachedChildren returns parent's cached children of kinds, found by the
 // owner-UID label and kept only when parent is their controller.
-func ownedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) ([]ownedChild, error) {
+func cachedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) ([]ownedChild, error) {
 	var out []ownedChild
 	var errs []error
 	for _, ck := range kinds {
@@ -467,11 +467,12 @@ func ownedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) (
 	return out, errors.Join(errs...)
 }
 
-// ownedChildren is ownedChildren of every child kind; an index error
-// (never expected: the index exists on every child informer) counts as
-// no child.
+// ownedChildren is cachedChildren of every child kind, each replaced by
+// stencil's last write where the cache has not shown it yet; an index
+// error (never expected: the index exists on every child informer) counts
+// as no child.
 func (c *Controller) ownedChildren(parent *unstructured.Unstructured) []ownedChild {
-	out, _ := ownedChildren(c.reg.ChildKinds(), parent)
+	out, _ := cachedChildren(c.reg.ChildKinds(), parent)
 	for i, oc := range out {
 		// Where the cache has not shown stencil's last write yet, that
 		// write says which revision the child is on (expectations).

@@ -591,7 +591,7 @@ func (c *Controller) prune(ctx context.Context, pk *registry.Parent, parent *uns
 		return cmp.Or(cmp.Compare(pruneRank(a.GVK.GroupKind()), pruneRank(b.GVK.GroupKind())),
 			cmp.Compare(a.GVK.String(), b.GVK.String()))
 	})
-	children, errs := ownedChildren(kinds, parent)
+	children, errs := cachedChildren(kinds, parent)
 	for _, oc := range children {
 		ck, child := oc.ck, oc.obj
 		if rendered[childRef{gvk: ck.GVK, name: child.GetName()}] {
