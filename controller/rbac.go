@@ -77,7 +77,7 @@ func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 		return nil, errors.Join(errs...)
 	}
 	// Which configured resources are served comes from the CRD objects
-	// (registry/watches.go); read-only, and only list and watch, as informers need.
+	// (registry/crd.go); read-only, and only list and watch, as informers need.
 	grant("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
 	grant("", "events", "create", "patch")
 

@@ -521,7 +521,7 @@ func isAllTerminal(err error) bool {
 // them; where the cache has not shown stencil's own last write of the child
 // yet, what that write returned stands in for it (expectations). On a miss,
 // the metadata-only cache of every object of the kind (names, UIDs and
-// owners; see registry/watches.go) tells, without a request, whether a
+// owners; see registry.NameTaken) tells, without a request, whether a
 // foreign object of that name exists; only then is it read, to be reported.
 // Without a metadata cache (Options.Metadata nil) a GET tells.
 func (c *Controller) liveChild(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {

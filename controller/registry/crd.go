@@ -1,14 +1,26 @@
 package registry
 
 import (
+	"context"
+	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/gvr"
 )
+
+// A CRD event's path through the registry, file by file: here, the CRD
+// informer's event runs refresh, which reads the stripped CRD cache for
+// each configured resource (served, and at which kind); parents.go starts
+// or stops that resource's informers; children.go resolves the child kinds
+// that waited for a CRD. reload.go is the other way in: a new config,
+// prepared outside the lock and committed whole.
 
 // CRDResource is the resource of the CRD objects the registry watches.
 var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -115,4 +127,114 @@ func StripCRD(obj any) (any, error) {
 		"status":   map[string]any{"conditions": established},
 	}}
 	return out, nil
+}
+
+// crdServes reports whether the CRD behind pk is Established and serves its
+// version, from the CRD cache, and the Kind it serves.
+func (r *Registry) crdServes(pk *Parent) bool {
+	if pk.Builtin {
+		return true
+	}
+	_, ok := r.servedKind(pk.Res)
+	return ok
+}
+
+// servedKind looks res up in the CRD cache.
+func (r *Registry) servedKind(res gvr.Resource) (string, bool) {
+	return ServedKind(r.crds.GetIndexer(), res)
+}
+
+// StatusSchema returns the status schema of pk's CRD at its version from
+// the CRD cache, and whether there is one to prune by.
+func (r *Registry) StatusSchema(pk *Parent) (map[string]any, bool) {
+	if pk.Builtin || r.crds == nil {
+		return nil, false
+	}
+	return StatusSchema(r.crds.GetIndexer(), pk.Res)
+}
+
+// newCRDInformer watches the CRD objects; every change re-evaluates which
+// configured resources are served.
+func (r *Registry) newCRDInformer(ctx context.Context) error {
+	r.crds = dynamicinformer.NewFilteredDynamicInformer(r.opts.Dynamic, CRDResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	if err := r.crds.SetTransform(StripCRD); err != nil {
+		return fmt.Errorf("CRD informer: %w", err)
+	}
+	refresh := func(any) { r.refresh(ctx) }
+	if _, err := r.crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    refresh,
+		UpdateFunc: func(_, cur any) { refresh(cur) },
+		DeleteFunc: refresh,
+	}); err != nil {
+		return fmt.Errorf("CRD informer: %w", err)
+	}
+	r.watchErrors(ctx, r.crds, func() bool { return true }, nil, "")
+	return nil
+}
+
+// refresh brings every configured resource's informers in line with what
+// the API server serves: it starts the newly served, stops the no longer
+// served, and logs and records each change once. It reads only the CRD
+// cache under the lock; a child kind still waiting to be served is looked
+// up in discovery afterwards, outside it (resolveWaiting).
+func (r *Registry) refresh(ctx context.Context) {
+	if !r.crds.HasSynced() {
+		return
+	}
+	r.mu.Lock()
+	for g, pk := range r.resources {
+		r.refreshLocked(ctx, g, pk)
+	}
+	lookup := len(r.waitingKinds) > 0
+	if lookup && r.reloading {
+		// The reload in progress owns the child kinds until it commits or
+		// is refused; it looks again then.
+		r.recheck, lookup = true, false
+	}
+	r.mu.Unlock()
+	if lookup {
+		r.resolveWaiting(ctx)
+	}
+}
+
+// refreshLocked re-evaluates one resource; r.mu is held.
+func (r *Registry) refreshLocked(ctx context.Context, g schema.GroupVersionResource, pk *Parent) {
+	logger := klog.FromContext(ctx)
+	served, kind := true, pk.GVK.Kind
+	if !pk.Builtin {
+		kind, served = r.servedKind(pk.Res)
+	}
+	next := *pk
+	switch {
+	case served && (!pk.Served || kind != pk.GVK.Kind):
+		if pk.Served {
+			delete(r.byKind, pk.GVK.GroupKind())
+		}
+		next.Served, next.GVK.Kind = true, kind
+		r.byKind[next.GVK.GroupKind()] = g
+		logger.Info("Serving resource", "gvr", g.String(), "kind", kind)
+	case !served && pk.Served:
+		next.Served = false
+		delete(r.byKind, pk.GVK.GroupKind())
+		logger.Info("Stopped serving resource: its CRD is gone or no longer serves this version", "gvr", g.String())
+	case !served && !pk.waitLogged():
+		logger.Info("Waiting for CRD", "gvr", g.String(), "crd", g.Resource+"."+g.Group)
+	}
+	r.served(&next)
+	if r.runCtx != nil {
+		switch {
+		case next.Served && next.stop == nil:
+			r.startParentLocked(&next)
+		case !next.Served && next.stop != nil:
+			next.stop()
+			next.stop = nil
+			// A stopped informer cannot run again: make fresh ones for
+			// when the CRD comes back.
+			if err := r.makeParentInformers(ctx, &next, nil); err != nil {
+				logger.Error(err, "Preparing informers", "gvr", g.String())
+			}
+		}
+	}
+	next.logged = true
+	r.resources[g] = &next
 }

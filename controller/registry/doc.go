@@ -10,12 +10,14 @@
 // imports controller: the event handlers, cache transforms, metrics and the
 // access review come in through Hooks.
 //
-// The files: registry.go (the Registry, its accessors and cache lookups),
-// watches.go (configured resources and the CRD informer), children.go
-// (child kinds), reload.go (prepare, commit, discard), crd.go (the stripped
-// CRD cache), schema.go (status pruning by schema), access.go
-// (SelfSubjectAccessReviews), shard.go (a ring member's share-limited
-// informers and Reshard).
+// The files, in the order a CRD event goes through them: crd.go (the CRD
+// informer, refresh, the stripped CRD cache), parents.go (configured
+// resources, whose informers start and stop with their CRDs), children.go
+// (child kinds, those waiting for a CRD resolved). Beside them:
+// registry.go (the Registry, its accessors and cache lookups), reload.go
+// (prepare, commit, discard), schema.go (status pruning by schema),
+// access.go (SelfSubjectAccessReviews), shard.go (a ring member's
+// share-limited informers and Reshard).
 //
 // The choice a newcomer may question: which resources are served comes
 // from an informer on the CRD objects, stripped to a few fields, not from
