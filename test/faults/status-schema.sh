@@ -4,6 +4,10 @@
 # prunes its desired status by the same schema before comparing, so a
 # restart over converged resources writes nothing, counted outside the
 # process (before, each restart sent one no-op status patch per resource).
+# Then the entry gets a rollout: the schema would prune
+# status.templateRevision too, so the revision goes on each child instead
+# (docs/operating.md), every Deployment once, and a restart reads it back
+# from them and writes nothing.
 # shellcheck source=test/faults/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -77,17 +81,46 @@ signal_replica a TERM
 wait_replica_exit a 30
 restart=$(now_ms)
 start_replica b
-# The restarted process has looked at every Gizmo once its reconciles
-# counted N and its queue is empty.
+# synced TAG succeeds once replica TAG has looked at every Gizmo: its
+# reconciles counted N and its queue is empty.
 synced() {
   local m
-  m=$(http_get "${RMETRICS[b]}" /metrics)
+  m=$(http_get "${RMETRICS[$1]}" /metrics)
   awk -v n="$N" '/^stencil_reconcile_total\{/ && /gizmos/ { s += $NF } /^workqueue_depth\{/ { d += $NF }
     END { if (s >= n && d == 0) exit 0; printf "reconciles %d of %d, queue %d\n", s, n, d; exit 1 }' <<<"$m"
 }
-wait_for 60 "b to reconcile every Gizmo" synced
+wait_for 60 "b to reconcile every Gizmo" synced b
 writes=$(proxy_writes "$restart" "" b | grep -vc ' leases ' || true)
 [ "$writes" = 0 ] || echo "[$SCENARIO] the writes: $(proxy_writes "$restart" "" b | head -n 5)" >&2
 expect_eq "writes by the restarted process over converged Gizmos (status patches included)" 0 "$writes"
 ok "restarted: $N reconciles, 0 writes"
-figures "$N Gizmos whose status schema prunes all but phase: 0 writes after a restart"
+
+step "a rollout on the entry: the schema prunes status.templateRevision, so each Deployment carries the revision"
+signal_replica b TERM
+wait_replica_exit b 30
+printf '    rollout: {maxInFlight: 5, maxFailed: 1}\n' >>"$WORK/gizmo/stencil.yaml"
+moved=$(now_ms)
+start_replica c
+# annotated prints how many Deployments carry a template revision.
+annotated() { kn get deployments -o jsonpath='{range .items[*]}{.metadata.annotations.stencil\.dev/template-revision}{"\n"}{end}' | grep -c . || true; }
+all_annotated() {
+  local n
+  n=$(annotated)
+  ((n == N)) || { echo "$n of $N Deployments carry a template revision"; return 1; }
+}
+wait_for 120 "every Deployment to carry the template revision" all_annotated
+wait_for 60 "every Gizmo phase Ready" all_ready
+wait_for 60 "c to reconcile every Gizmo" synced c
+expect_eq "g01's stored status (templateRevision pruned)" '{"phase":"Ready"}' "$(kn get gizmo/g01 -o jsonpath='{.status}')"
+deployment_writes=$(proxy_writes "$moved" "" c | awk '$4 == "deployments" && $8 != "true"' | wc -l)
+expect_eq "Deployment writes to stamp the revision (each once)" "$N" "$deployment_writes"
+signal_replica c TERM
+wait_replica_exit c 30
+restart=$(now_ms)
+start_replica d
+wait_for 60 "d to reconcile every Gizmo" synced d
+writes=$(proxy_writes "$restart" "" d | grep -vc ' leases ' || true)
+[ "$writes" = 0 ] || echo "[$SCENARIO] the writes: $(proxy_writes "$restart" "" d | head -n 5)" >&2
+expect_eq "writes by the restarted process over the moved Gizmos" 0 "$writes"
+ok "the revision on each of the $N Deployments ($deployment_writes writes), none in status; restarted: 0 writes"
+figures "$N Gizmos whose status schema prunes all but phase: 0 writes after a restart; with a rollout, the revision on each Deployment ($deployment_writes writes) and 0 writes after a restart"
