@@ -96,7 +96,7 @@ type diffResult struct {
 	failures  []failure
 }
 
-// run lists every resource the config serves, then diffs them with
+// Run lists every resource the config serves, then plans them with
 // d.Workers in parallel. Any error but a render or apply failure of one
 // resource stops it: a partial plan would read as a complete one.
 func (d *Planner) Run(ctx context.Context) (*Report, error) {

@@ -261,7 +261,7 @@ func formatValue(v any, present bool) string {
 	return string(data)
 }
 
-// change prints one field change as "path old -> new".
+// String prints one field change as "path old -> new".
 func (c fieldChange) String() string {
 	return c.Path + " " + formatValue(c.Old, c.HasOld) + " -> " + formatValue(c.New, c.HasNew)
 }
