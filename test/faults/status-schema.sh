@@ -11,6 +11,7 @@
 # shellcheck source=test/faults/lib.sh
 source "$(dirname "$0")/lib.sh"
 
+PROXY_TAGS="a b c d"
 use_namespace status-schema
 N=20
 k apply -f - >/dev/null <<'EOF'
