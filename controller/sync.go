@@ -93,7 +93,9 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 		if pk.Res.Rollout != nil {
 			c.forgetRollout(pk, key)
 		}
-		c.forget(key)
+		// Its fight episode, last status patch, refused children and
+		// failed render (resources.go).
+		c.resources.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -142,13 +144,6 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
 	return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
-}
-
-// forget drops what stencil remembers of a deleted resource between
-// syncs: its fight episode, last status patch, refused children and failed
-// render.
-func (c *Controller) forget(key Key) {
-	c.resources.forget(key)
 }
 
 // forgetUnconfigured drops the same of every resource whose entry left the

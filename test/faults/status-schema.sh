@@ -90,10 +90,16 @@ synced() {
   awk -v n="$N" '/^stencil_reconcile_total\{/ && /gizmos/ { s += $NF } /^workqueue_depth\{/ { d += $NF }
     END { if (s >= n && d == 0) exit 0; printf "reconciles %d of %d, queue %d\n", s, n, d; exit 1 }' <<<"$m"
 }
-wait_for 60 "b to reconcile every Gizmo" synced b
-writes=$(proxy_writes "$restart" "" b | grep -vc ' leases ' || true)
-[ "$writes" = 0 ] || echo "[$SCENARIO] the writes: $(proxy_writes "$restart" "" b | head -n 5)" >&2
-expect_eq "writes by the restarted process over converged Gizmos (status patches included)" 0 "$writes"
+# wrote_nothing TAG WHAT waits until replica TAG, started at $restart, has
+# looked at every Gizmo, and checks that it wrote nothing (Leases aside).
+wrote_nothing() {
+  local writes
+  wait_for 60 "$1 to reconcile every Gizmo" synced "$1"
+  writes=$(proxy_writes "$restart" "" "$1" | grep -vc ' leases ' || true)
+  [ "$writes" = 0 ] || echo "[$SCENARIO] the writes: $(proxy_writes "$restart" "" "$1" | head -n 5)" >&2
+  expect_eq "writes by the restarted process over $2 (status patches included)" 0 "$writes"
+}
+wrote_nothing b "converged Gizmos"
 ok "restarted: $N reconciles, 0 writes"
 
 step "a rollout on the entry: the schema prunes status.templateRevision, so each Deployment carries the revision"
@@ -119,9 +125,6 @@ signal_replica c TERM
 wait_replica_exit c 30
 restart=$(now_ms)
 start_replica d
-wait_for 60 "d to reconcile every Gizmo" synced d
-writes=$(proxy_writes "$restart" "" d | grep -vc ' leases ' || true)
-[ "$writes" = 0 ] || echo "[$SCENARIO] the writes: $(proxy_writes "$restart" "" d | head -n 5)" >&2
-expect_eq "writes by the restarted process over the moved Gizmos" 0 "$writes"
+wrote_nothing d "the moved Gizmos"
 ok "the revision on each of the $N Deployments ($deployment_writes writes), none in status; restarted: 0 writes"
 figures "$N Gizmos whose status schema prunes all but phase: 0 writes after a restart; with a rollout, the revision on each Deployment ($deployment_writes writes) and 0 writes after a restart"
