@@ -28,28 +28,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"stencil.dev/stencil/controller/ha"
+	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
-
-// FieldManager is the server-side apply field manager of every write stencil makes.
-const FieldManager = "stencil"
-
-// AnnotationPaused on a custom resource, set to "true", stops every write for it.
-const AnnotationPaused = "stencil.dev/paused"
-
-// Key identifies one custom resource in the work queue. The GVR is part of the
-// key because two CRDs may hold objects of the same namespace and name.
-type Key struct {
-	GVR schema.GroupVersionResource
-	types.NamespacedName
-}
-
-// String renders the key for logs.
-func (k Key) String() string {
-	return k.GVR.GroupResource().String() + "/" + k.NamespacedName.String()
-}
 
 // Kube is the typed part of client-go stencil uses: the core group for
 // events, the coordination group for the leader-election Lease, and the
@@ -176,26 +160,12 @@ type Controller struct {
 	// kinds and their informers, and the CRDs that say what is served.
 	reg *registry.Registry
 
-	queue       workqueue.TypedRateLimitingInterface[Key]
+	queue       workqueue.TypedRateLimitingInterface[reconcile.Key]
 	recorder    record.EventRecorder
 	broadcaster record.EventBroadcaster
-	// resources holds what stencil remembers of each resource between
-	// its syncs; guard, statusMemo, refusals and renderFailures are views
-	// of it (resources.go).
-	resources *resourceStates
-	guard     *fightGuard
-	dryRuns   dryRunMemo
-	// expect holds stencil's own writes that the caches have not shown
-	// yet: a sync never decides a write from a view older than them.
-	expect     *expectations
-	statusMemo statusMemo
-	// renderFailures holds the renders that failed, not run again while
-	// their input is the same.
-	renderFailures renderFailures
-	refusals       refusalMemo
-	rollouts       rollouts
-	terminating    terminatingNamespaces
-	health         *health
+	// rec is the reconciler the workers call.
+	rec    *reconcile.Reconciler
+	health *health
 	// fence, under leader election or in a ring, says whether this replica
 	// may still write for a namespace (see ha.FencedLock, ha.RingState); nil
 	// otherwise.
@@ -230,17 +200,11 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	c := &Controller{
 		opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[Key](),
-			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
-		expect:       newExpectations(),
+			workqueue.DefaultTypedControllerRateLimiter[reconcile.Key](),
+			workqueue.TypedRateLimitingQueueConfig[reconcile.Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
 		health:       &health{},
 		leaseTimings: ha.DefaultTimings,
 	}
-	c.resources = &resourceStates{}
-	c.guard = newFightGuard(opts.FightBurst, opts.FightInterval, c.resources)
-	c.statusMemo = statusMemo{states: c.resources}
-	c.refusals = refusalMemo{states: c.resources}
-	c.renderFailures = renderFailures{states: c.resources}
 	if opts.Ring.Name != "" && opts.LeaderElection.Enabled {
 		return nil, errors.New("controller: a ring and leader election are exclusive: every ring member works, on its share")
 	}
@@ -256,7 +220,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.broadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 		c.events = &eventSink{EventSink: &typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")}, fence: c.mayWrite}
 		c.broadcaster.StartRecordingToSink(c.events)
-		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: FieldManager})
+		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: reconcile.FieldManager})
 	}
 
 	reg, err := registry.New(ctx, registry.Options{
@@ -265,10 +229,10 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		Hooks: registry.Hooks{
 			ParentHandler:      func(g schema.GroupVersionResource) cache.ResourceEventHandler { return c.parentHandler(ctx, g) },
 			ChildHandler:       c.childHandler(ctx),
-			ParentTransform:    stripParent,
-			ChildTransform:     stripChild,
+			ParentTransform:    reconcile.StripParent,
+			ChildTransform:     reconcile.StripChild,
 			WatchFailed:        c.health.watchFailed,
-			Served:             func(pk *registry.Parent) { opts.Metrics.served.WithLabelValues(pk.Label).Set(boolGauge(pk.Served)) },
+			Served:             opts.Metrics.setServed,
 			Published:          c.precreate,
 			Removed:            func(pk *registry.Parent) { opts.Metrics.served.DeleteLabelValues(pk.Label) },
 			ChildKindsResolved: func() { c.EnqueueAll() },
@@ -279,6 +243,12 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c.reg = reg
+	c.rec = reconcile.New(reconcile.Options{
+		Registry: reg, Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
+		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
+		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
+		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,
+	})
 	c.health.synced = reg.Synced
 	if opts.WriteGate != nil {
 		opts.WriteGate.Set(c.mayWrite)
@@ -303,22 +273,22 @@ func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionRes
 			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in parent informer", "gvr", g.String())
 			return
 		}
-		c.queue.Add(Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+		c.queue.Add(reconcile.Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			c.expect.observe(obj)
+			c.rec.Observe(obj)
 			enqueue(obj)
 		},
 		UpdateFunc: func(old, cur any) {
 			if sameResourceVersion(old, cur) {
 				return
 			}
-			c.expect.observe(cur)
+			c.rec.Observe(cur)
 			enqueue(cur)
 		},
 		DeleteFunc: func(obj any) {
-			c.expect.gone(unwrapTombstone(obj))
+			c.rec.Gone(unwrapTombstone(obj))
 			enqueue(obj)
 		},
 	}
@@ -342,14 +312,14 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			// The cache may now show a write stencil made.
-			c.expect.observe(obj)
+			c.rec.Observe(obj)
 			enqueue(obj)
 		},
 		UpdateFunc: func(old, cur any) {
 			if sameResourceVersion(old, cur) {
 				return
 			}
-			c.expect.observe(cur)
+			c.rec.Observe(cur)
 			if om, err := meta.Accessor(old); err == nil {
 				if cm, err := meta.Accessor(cur); err == nil {
 					oldRef, curRef := metav1.GetControllerOf(om), metav1.GetControllerOf(cm)
@@ -362,12 +332,7 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 		},
 		DeleteFunc: func(obj any) {
 			obj = unwrapTombstone(obj)
-			c.expect.gone(obj)
-			if m, err := meta.Accessor(obj); err == nil {
-				// A deleted child's dry run is never asked again: the memo
-				// stays bounded by the children that exist.
-				c.dryRuns.forget(m.GetUID())
-			}
+			c.rec.Gone(obj)
 			enqueue(obj)
 		},
 	}
@@ -375,12 +340,12 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 
 // resolveControllerRef returns the key of the cached custom resource that
 // ref names (registry.Registry.ResolveOwner).
-func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) (Key, bool) {
+func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) (reconcile.Key, bool) {
 	g, ok := c.reg.ResolveOwner(ns, ref)
 	if !ok {
-		return Key{}, false
+		return reconcile.Key{}, false
 	}
-	return Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
+	return reconcile.Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
 }
 
 // unwrapTombstone returns the last known state of an object whose deletion
@@ -401,7 +366,7 @@ func sameResourceVersion(old, cur any) bool {
 // EnqueueAll adds every cached custom resource to the queue: the periodic
 // resync, also used by tests to force one.
 func (c *Controller) EnqueueAll() int {
-	c.expect.sweep()
+	c.rec.SweepExpectations()
 	n := 0
 	for _, g := range c.reg.GVRs() {
 		n += c.enqueueResource(g)
@@ -413,7 +378,7 @@ func (c *Controller) EnqueueAll() int {
 func (c *Controller) enqueueResource(g schema.GroupVersionResource) int {
 	keys := c.reg.Keys(g)
 	for _, k := range keys {
-		c.queue.Add(Key{GVR: g, NamespacedName: k})
+		c.queue.Add(reconcile.Key{GVR: g, NamespacedName: k})
 	}
 	return len(keys)
 }
@@ -424,17 +389,7 @@ func (c *Controller) precreate(pk *registry.Parent) {
 	for _, k := range pk.Set.Kinds() {
 		names = append(names, k.Kind)
 	}
-	c.opts.Metrics.precreate(pk.Label, names)
-	if pk.Res.Rollout != nil {
-		c.opts.Metrics.precreateRollout(pk.Label)
-	}
-}
-
-func boolGauge(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
+	c.opts.Metrics.precreate(pk.Label, names, pk.Res.Rollout != nil)
 }
 
 // Run starts the health and metrics servers and, under leader election when
@@ -541,10 +496,9 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// Refused renders are sent once more: a refusal can hinge on
-			// other objects (refusalMemo).
-			c.refusals.reset()
-			c.renderFailures.reset()
+			// Refused children are sent once more: a refusal can hinge
+			// on other objects.
+			c.rec.RetryRefused()
 			n := c.EnqueueAll()
 			klog.FromContext(ctx).V(4).Info("Periodic resync", "enqueued", n)
 		}
@@ -573,15 +527,15 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 
 	label := key.GVR.GroupResource().String()
 	start := time.Now()
-	err := c.sync(ctx, key)
+	err := c.rec.Sync(ctx, key)
 	c.opts.Metrics.reconcileDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
 	c.handleErr(ctx, key, label, err)
 	return true
 }
 
-func (c *Controller) handleErr(ctx context.Context, key Key, label string, err error) {
+func (c *Controller) handleErr(ctx context.Context, key reconcile.Key, label string, err error) {
 	logger := klog.FromContext(ctx)
-	after, err := splitRequeue(err)
+	after, err := requeue.Split(err)
 	if after > 0 {
 		c.queue.AddAfter(key, after)
 	}
@@ -604,7 +558,7 @@ func (c *Controller) handleErr(ctx context.Context, key Key, label string, err e
 		// The workers are stopping (ha.RingState.Trip).
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
 		c.queue.Forget(key)
-	case IsTerminal(err):
+	case requeue.IsTerminal(err):
 		// Already written to status; retrying cannot help until the object changes.
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultTerminal).Inc()
 		logger.V(2).Info("Reconcile failed, not retrying until the resource changes", "err", err)

@@ -1,15 +1,12 @@
-// Package controller is stencil's reconciler: it watches every configured
-// custom resource through dynamic informers, renders each one's children with
-// the templates package, applies them with server-side apply, prunes what is
-// no longer rendered and merge-patches the resource's status.
+// Package controller is stencil's machinery: the work queue, the informers'
+// event handlers, the workers, handleErr, the periodic resync, config
+// reloads, the health and metrics servers, events, and the high-availability
+// runtimes (leader election, the ring) that decide when the workers run.
+// What one sync does is the reconcile package's; what is watched is the
+// registry's; who may write is the ha package's.
 //
-// The choice a newcomer may question: a child is written only when it
-// drifted, and drift is decided from what the API server records, never by
-// comparing rendered values with stored ones (drift.go explains why). The
-// applied-hash annotation says whether the template output changed; the
-// child's managedFields say whether another writer took a field stencil
-// sets. Server-side apply is idempotent, so "always apply" would be correct,
-// but every no-op apply still costs a write request and, on a large cluster,
-// that is the whole API budget: a converged cluster costs zero writes on
-// resync and on restart, whatever values the templates use.
+// The choice a newcomer may question: handleErr alone turns a sync's answer
+// into queue operations (a typed requeue from reconcile.Requeue, a terminal
+// error, a fence refusal), so no reconcile phase schedules work of its own
+// and every retry, back-off and drop is decided in one switch.
 package controller

@@ -9,6 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
+
+	"stencil.dev/stencil/controller/reconcile"
+	"stencil.dev/stencil/controller/registry"
 )
 
 // Metrics holds the Prometheus collectors stencil exports. One value is
@@ -20,21 +23,16 @@ type Metrics struct {
 
 	reconcileTotal      *prometheus.CounterVec
 	reconcileDuration   *prometheus.HistogramVec
-	childWrites         *prometheus.CounterVec
-	statusPatches       *prometheus.CounterVec
-	renderErrors        *prometheus.CounterVec
-	budgetExceeded      *prometheus.CounterVec
-	dryRuns             *prometheus.CounterVec
 	served              *prometheus.GaugeVec
 	reloadOK            prometheus.Gauge
 	reloadTime          prometheus.Gauge
-	rolloutResources    *prometheus.GaugeVec
-	rolloutHalted       *prometheus.GaugeVec
 	ringMembers         prometheus.Gauge
 	ringShare           prometheus.Gauge
 	ringHandovers       prometheus.Counter
 	ringHandoverSeconds prometheus.Histogram
 	queue               workqueue.MetricsProvider
+	// reconcile holds the collectors of what syncs write and render.
+	reconcile *reconcile.Metrics
 }
 
 // Result label values of stencil_reconcile_total.
@@ -42,13 +40,6 @@ const (
 	resultSuccess  = "success"
 	resultError    = "error"
 	resultTerminal = "terminal"
-)
-
-// Verb label values of stencil_child_writes_total.
-const (
-	verbCreate = "create"
-	verbUpdate = "update"
-	verbDelete = "delete"
 )
 
 // NewMetrics registers stencil's collectors, the Go runtime and process
@@ -64,22 +55,6 @@ func NewMetrics() *Metrics {
 			Name: "stencil_reconcile_duration_seconds", Help: "Time taken by one reconcile.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}, []string{"resource"}),
-		childWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_child_writes_total", Help: "Writes to child objects by resource, kind and verb.",
-		}, []string{"resource", "kind", "verb"}),
-		statusPatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_status_patches_total", Help: "Status patches of custom resources.",
-		}, []string{"resource"}),
-		renderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_render_errors_total", Help: "Template render failures.",
-		}, []string{"resource"}),
-		budgetExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_render_budget_exceeded_total", Help: "Renders stopped by their render budget (renderBudget).",
-		}, []string{"resource"}),
-		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_drift_dry_runs_total",
-			Help: "Dry-run applies made where field ownership could not tell whether a child drifted, by kind.",
-		}, []string{"kind"}),
 		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "stencil_resource_served",
 			Help: "1 while a configured resource is served (its CRD Established at the configured version) and watched, else 0.",
@@ -92,14 +67,6 @@ func NewMetrics() *Metrics {
 			Name: "stencil_config_last_reload_success_timestamp_seconds",
 			Help: "Timestamp of the last successful config load or reload.",
 		}),
-		rolloutResources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "stencil_rollout_resources",
-			Help: "Resources of an entry with a rollout, by where they stand in moving to its current templates: pending, rolling, done, failed.",
-		}, []string{"resource", "state"}),
-		rolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "stencil_rollout_halted",
-			Help: "1 while an entry's rollout is halted: maxFailed moved resources failed and others wait.",
-		}, []string{"resource"}),
 		ringMembers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "stencil_ring_members", Help: "Live members of this replica's ring, as the view it acts on has them (0 outside a ring).",
 		}),
@@ -114,10 +81,11 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
 		}),
 	}
-	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.childWrites, m.statusPatches, m.renderErrors, m.budgetExceeded, m.dryRuns, m.served, m.reloadOK, m.reloadTime,
-		m.rolloutResources, m.rolloutHalted, m.ringMembers, m.ringShare, m.ringHandovers, m.ringHandoverSeconds,
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime,
+		m.ringMembers, m.ringShare, m.ringHandovers, m.ringHandoverSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
+	m.reconcile = reconcile.NewMetrics(reg)
 	return m
 }
 
@@ -134,29 +102,21 @@ func (m *Metrics) ConfigLoaded(ok bool, at time.Time) {
 
 // precreate makes every series for resource exist from start-up, so that
 // dashboards and alerts see zeros instead of missing data.
-func (m *Metrics) precreate(resource string, kinds []string) {
+func (m *Metrics) precreate(resource string, kinds []string, rollout bool) {
 	for _, r := range []string{resultSuccess, resultError, resultTerminal} {
 		m.reconcileTotal.WithLabelValues(resource, r)
 	}
 	m.reconcileDuration.WithLabelValues(resource)
-	m.statusPatches.WithLabelValues(resource)
-	m.renderErrors.WithLabelValues(resource)
-	m.budgetExceeded.WithLabelValues(resource)
-	for _, k := range kinds {
-		for _, v := range []string{verbCreate, verbUpdate, verbDelete} {
-			m.childWrites.WithLabelValues(resource, k, v)
-		}
-		m.dryRuns.WithLabelValues(k)
-	}
+	m.reconcile.Precreate(resource, kinds, rollout)
 }
 
-// precreateRollout makes the rollout series of an entry with a rollout
-// exist from start-up.
-func (m *Metrics) precreateRollout(resource string) {
-	for _, st := range rolloutReported {
-		m.rolloutResources.WithLabelValues(resource, st.String())
+// setServed sets stencil_resource_served of an entry.
+func (m *Metrics) setServed(pk *registry.Parent) {
+	v := 0.0
+	if pk.Served {
+		v = 1
 	}
-	m.rolloutHalted.WithLabelValues(resource)
+	m.served.WithLabelValues(pk.Label).Set(v)
 }
 
 // RegisterClientMetrics routes client-go's REST client metrics

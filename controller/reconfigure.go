@@ -21,7 +21,7 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*t
 	if err != nil {
 		return err
 	}
-	c.forgetUnconfigured()
+	c.rec.ForgetUnconfigured()
 	// Those of new entries too, whose informers' first events reached the
 	// workers before the entry was published.
 	n := 0

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -52,7 +51,7 @@ var (
 func registryConfig(t *testing.T, configMap, gizmos bool) string {
 	t.Helper()
 	abs := func(name string) string {
-		p, err := filepath.Abs(filepath.Join("testdata", "webapp", name))
+		p, err := filepath.Abs(filepath.Join("reconcile", "testdata", "webapp", name))
 		must(t, err)
 		return p
 	}
@@ -494,28 +493,9 @@ func TestClusterScopedChildKindIsRefusedOnceAndAReloadAddingOneIsRefused(t *test
 }
 
 func TestReconfigureWithoutConfigIsAnError(t *testing.T) {
-	c := &Controller{expect: newExpectations()}
+	c := &Controller{}
 	if err := c.Reconfigure(context.Background(), nil, nil); err == nil {
 		t.Fatal("Reconfigure(nil) = nil, want an error")
-	}
-}
-
-func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	c := &Controller{expect: newExpectations()}
-	h := c.childHandler(ctx)
-	for _, tombstone := range []bool{false, true} {
-		child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
-			"metadata": map[string]any{"name": "a", "namespace": "ns", "uid": "uid-svc"}}}
-		c.dryRuns.set(child.GetUID(), "1/hash")
-		var obj any = child
-		if tombstone {
-			obj = cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: child}
-		}
-		h.OnDelete(obj)
-		if c.dryRuns.has(child.GetUID(), "1/hash") || len(c.dryRuns.seen) != 0 {
-			t.Errorf("tombstone %v: the dry-run memo still holds the deleted child", tombstone)
-		}
 	}
 }
 
@@ -530,7 +510,7 @@ func TestReloadAddingABuiltinResourcePublishesItsKind(t *testing.T) {
 	cfg, sets := loadConfig(t, writeConfig(t, dir, registryConfig(t, false, false)))
 	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: client, Mapper: mapper, Recorder: &record.FakeRecorder{}})
 	must(t, err)
-	deployment, err := filepath.Abs(filepath.Join("testdata", "webapp", "deployment.yaml.tmpl"))
+	deployment, err := filepath.Abs(filepath.Join("reconcile", "testdata", "webapp", "deployment.yaml.tmpl"))
 	must(t, err)
 	// ConfigMaps as parents: served by the API server itself, no CRD.
 	text := registryConfig(t, false, false) + "  - group: \"\"\n    version: v1\n    resource: configmaps\n    templates: [" + deployment + "]\n"

@@ -9,7 +9,7 @@ import (
 
 // WriteGate asks the write fence once more for every write, in the HTTP
 // transport, after client-go's rate limiter has let it go and just before
-// it is sent. The fence is also asked before each write is built (sync.go),
+// it is sent. The fence is also asked before each write is built (reconcile/sync.go),
 // but a write can then wait in the client-side rate limiter; a process
 // paused (SIGSTOP, a frozen VM) during that wait sent it on resume, 17 s
 // after the check, while another replica already held the Lease: the fault

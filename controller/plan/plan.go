@@ -7,7 +7,7 @@
 // computing from the controller's caches, so it runs from CI against any
 // cluster without a running controller; where sync decides (what counts
 // as refused, what is pruned, the revision annotation) it calls the same
-// functions of package controller, so the two cannot disagree.
+// functions of package reconcile, so the two cannot disagree.
 package plan
 
 import (
@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
-	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -45,9 +45,9 @@ const (
 
 // Reasons of a resource the diff could not plan.
 const (
-	reasonRenderFailed = controller.ReasonRenderFailed
-	reasonApplyFailed  = controller.ReasonApplyFailed
-	reasonConflict     = controller.ReasonOwnershipConflict
+	reasonRenderFailed = reconcile.ReasonRenderFailed
+	reasonApplyFailed  = reconcile.ReasonApplyFailed
+	reasonConflict     = reconcile.ReasonOwnershipConflict
 )
 
 // Planner plans one config against the live cluster.
@@ -71,7 +71,7 @@ type Planner struct {
 	// owned maps a parent's UID to the live children labelled with it.
 	owned map[types.UID][]ownedChild
 	// onChildren holds the sets whose revision the controller stamps on
-	// each child (controller.RevisionOnChildren).
+	// each child (reconcile.RevisionOnChildren).
 	onChildren map[*templates.Set]bool
 }
 
@@ -104,12 +104,12 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 	d.onChildren = map[*templates.Set]bool{}
 	for _, set := range d.Sets {
 		res := set.Resource()
-		onChildren, err := controller.RevisionOnChildren(ctx, d.Dynamic, res)
+		onChildren, err := reconcile.RevisionOnChildren(ctx, d.Dynamic, res)
 		if err != nil {
 			return nil, err
 		}
 		d.onChildren[set] = onChildren
-		for _, ns := range controller.ScopeNamespaces(d.Namespace, res.Namespaces) {
+		for _, ns := range reconcile.ScopeNamespaces(d.Namespace, res.Namespaces) {
 			items, err := listAll(ctx, d.Dynamic.Resource(res.GVR()).Namespace(ns), res.LabelSelector().String())
 			if apierrors.IsNotFound(err) {
 				// Its CRD is not installed: the controller waits for it,
@@ -244,7 +244,7 @@ func (d *Planner) listOwned(ctx context.Context) error {
 				kinds = append(kinds, gvk)
 			}
 		}
-		for _, ns := range controller.ScopeNamespaces(d.Namespace, set.Resource().Namespaces) {
+		for _, ns := range reconcile.ScopeNamespaces(d.Namespace, set.Resource().Namespaces) {
 			namespaces[ns] = true
 		}
 	}
@@ -296,7 +296,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 		r.failures = append(r.failures, failure{Parent: ref, Reason: reason, Message: oneLine(err.Error())})
 		return r, nil
 	}
-	if parent.GetDeletionTimestamp() != nil || parent.GetAnnotations()[controller.AnnotationPaused] == "true" {
+	if parent.GetDeletionTimestamp() != nil || parent.GetAnnotations()[reconcile.AnnotationPaused] == "true" {
 		// The controller leaves these alone, and so would the new config.
 		return r, nil
 	}
@@ -321,7 +321,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 		}
 		rendered[gvk][want.GetName()] = true
 		if d.onChildren[j.set] {
-			controller.StampRevision(want, j.set.Revision())
+			reconcile.StampRevision(want, j.set.Revision())
 		}
 		c, reason, err := d.diffChild(ctx, parent, want)
 		switch {
@@ -339,7 +339,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 	}
 
 	// Status: the fields the status template renders.
-	if changes := statusChanges(parent, controller.TemplateStatus(parent, extra)); len(changes) > 0 {
+	if changes := statusChanges(parent, reconcile.TemplateStatus(parent, extra)); len(changes) > 0 {
 		r.children = append(r.children, childDiff{Parent: ref, Kind: parent.GetKind(),
 			Namespace: parent.GetNamespace(), Name: parent.GetName(), Action: actionUpdate, Changes: changes})
 	}
@@ -389,9 +389,9 @@ func (d *Planner) diffChild(ctx context.Context, parent, want *unstructured.Unst
 		c.Action = actionUpdate
 	}
 	// A create is dry-run too: the API server may reject the object.
-	result, err := controller.DryRunApply(ctx, client, want)
+	result, err := reconcile.DryRunApply(ctx, client, want)
 	if err != nil {
-		if controller.IsRejected(err) {
+		if reconcile.IsRejected(err) {
 			// Refused for its content (invalid, too large): this child
 			// fails, as the controller's apply would, and the plan goes on.
 			return nil, reasonApplyFailed, err

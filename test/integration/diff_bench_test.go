@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -109,7 +109,7 @@ func serialDryRuns(ctx context.Context, b *testing.B, dyn dynamic.Interface, con
 				if _, err := client.Get(ctx, want.GetName(), metav1.GetOptions{}); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := controller.DryRunApply(ctx, client, want); err != nil {
+				if _, err := reconcile.DryRunApply(ctx, client, want); err != nil {
 					b.Fatal(err)
 				}
 				children++

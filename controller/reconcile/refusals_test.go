@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+	"stencil.dev/stencil/controller/requeue"
 )
 
 // A child the API server refuses for its content is sent once per render:
@@ -23,7 +24,7 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	p := webapp("demo", demoSpec())
 	f.cache = append(f.cache, p)
 	f.api = append(f.api, p)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	f.client.PrependReactor("patch", "services", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "demo", field.ErrorList{
 			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("nodePort"), 30080, "provided port is already allocated")})
@@ -32,7 +33,7 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	sync := func(step string, want int) {
 		t.Helper()
 		err := f.sync(ctx, key)
-		if !IsTerminal(err) {
+		if !requeue.IsTerminal(err) {
 			t.Fatalf("%s: err = %v, want the terminal refusal", step, err)
 		}
 		if got := f.patches("services"); got != want {
@@ -75,14 +76,14 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	p.SetGeneration(2)
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	f.client.PrependReactor("patch", "services", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "demo", field.ErrorList{
 			field.Invalid(field.NewPath("spec", "ports").Index(0).Child("name"), "http", "Duplicate value")})
 	})
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 	for i, want := range []int{1, 1} {
-		if err := f.sync(ctx, key); !IsTerminal(err) {
+		if err := f.sync(ctx, key); !requeue.IsTerminal(err) {
 			t.Fatalf("sync %d: err = %v, want the terminal refusal", i+1, err)
 		}
 		if got := f.patches("services"); got != want {
@@ -97,7 +98,7 @@ func TestRefusedUpdateIsSentAgainWhenTheLiveChildChanges(t *testing.T) {
 	}
 	svc.SetResourceVersion(svc.GetResourceVersion() + "9")
 	must(t, f.c.reg.Child(svc.GroupVersionKind()).Informers[""].GetIndexer().Update(svc))
-	if err := f.sync(ctx, key); !IsTerminal(err) {
+	if err := f.sync(ctx, key); !requeue.IsTerminal(err) {
 		t.Fatalf("after the hand edit: err = %v, want the terminal refusal", err)
 	}
 	if got := f.patches("services"); got != 2 {

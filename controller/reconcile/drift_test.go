@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"testing"
@@ -169,10 +169,10 @@ func TestDetectDrift(t *testing.T) {
 			}
 			// The verdict is the same on the object as the server sends it
 			// and as the child cache keeps it (field sets as JSON text).
-			cached, err := stripChild(live.DeepCopy())
+			cached, err := StripChild(live.DeepCopy())
 			must(t, err)
 			if _, isText := cached.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["managedFields"].([]any)[0].(map[string]any)["fieldsV1"].(string); !isText {
-				t.Fatal("stripChild left the field sets as trees")
+				t.Fatal("StripChild left the field sets as trees")
 			}
 			for form, obj := range map[string]*unstructured.Unstructured{"as sent": live, "as cached": cached.(*unstructured.Unstructured)} {
 				got := detectDrift(obj, want, want.GetAnnotations()[annotationAppliedHash])
@@ -182,5 +182,18 @@ func TestDetectDrift(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeletedChildIsForgottenByTheDryRunMemo: a deleted child's dry run is
+// never asked again, so the memo stays bounded by the children that exist.
+func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
+	c := New(Options{})
+	child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "a", "namespace": "ns", "uid": "uid-svc"}}}
+	c.dryRuns.set(child.GetUID(), "1/hash")
+	c.Gone(child)
+	if c.dryRuns.has(child.GetUID(), "1/hash") || len(c.dryRuns.seen) != 0 {
+		t.Error("the dry-run memo still holds the deleted child")
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/templates"
 )
 
@@ -52,7 +53,7 @@ const (
 // desiredStatus computes the status the resource should have after a sync
 // with outcome out, starting from a copy of its current status so that fields
 // stencil does not own are kept.
-func (c *Controller) desiredStatus(parent *unstructured.Unstructured, out outcome) map[string]any {
+func (c *Reconciler) desiredStatus(parent *unstructured.Unstructured, out outcome) map[string]any {
 	status := TemplateStatus(parent, out.extra)
 	gen := parent.GetGeneration()
 	status["observedGeneration"] = gen
@@ -278,7 +279,7 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 // the server stores less than was sent (a field the CRD's schema prunes),
 // the cached status never equals the desired one; statusMemo remembers what
 // the server made of the last patch, so the same request is not sent again.
-func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, status map[string]any) error {
+func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, status map[string]any) error {
 	if s, ok := c.reg.StatusSchema(pk); ok {
 		status, _ = registry.PruneBySchema(status, s).(map[string]any)
 	}
@@ -293,7 +294,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, paren
 	}
 	diff, err := jsonpatch.CreateMergePatch([]byte(curJSON), []byte(wantJSON))
 	if err != nil {
-		return terminal(fmt.Errorf("computing status patch: %w", err))
+		return requeue.Terminal(fmt.Errorf("computing status patch: %w", err))
 	}
 	patch, err := json.Marshal(map[string]any{
 		// The resourceVersion makes the patch fail with a conflict, rather
@@ -302,7 +303,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, paren
 		"status":   json.RawMessage(diff),
 	})
 	if err != nil {
-		return terminal(fmt.Errorf("encoding status: %w", err))
+		return requeue.Terminal(fmt.Errorf("encoding status: %w", err))
 	}
 	if err := c.mayWrite(parent.GetNamespace()); err != nil {
 		return err
@@ -315,7 +316,7 @@ func (c *Controller) patchStatus(ctx context.Context, pk *registry.Parent, paren
 			// The same patch would be rejected again: report it once and
 			// wait for the resource or the template to change.
 			c.warnOnce(parent, reasonStatusRejected, err.Error())
-			return terminal(err)
+			return requeue.Terminal(err)
 		}
 		return err
 	}

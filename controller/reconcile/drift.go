@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"context"
@@ -51,7 +51,7 @@ import (
 //
 // What ownership cannot tell, a field of the render that no manager holds
 // (the server dropped it, or someone deleted it), is asked of the server
-// itself with a dry-run apply; see Controller.serverAgrees.
+// itself with a dry-run apply; see Reconciler.serverAgrees.
 
 // driftKind says why a child needs an apply.
 type driftKind int
@@ -464,7 +464,7 @@ func (m *dryRunMemo) forget(uid types.UID) {
 // nothing, whether applying want to live would change the object. It is
 // used only where field ownership cannot tell (a field of the render that no
 // manager holds), and its answer is remembered per resourceVersion.
-func (c *Controller) serverAgrees(ctx context.Context, ck *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
+func (c *Reconciler) serverAgrees(ctx context.Context, ck *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
 	version := live.GetResourceVersion() + "/" + hash
 	if c.dryRuns.has(live.GetUID(), version) {
 		return true

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"encoding/json"
@@ -35,8 +35,8 @@ var readinessSpec = map[string]bool{
 // a condition's type, status, reason and message, never when it changed.
 var conditionTimes = []string{"lastTransitionTime", "lastUpdateTime", "lastProbeTime", "lastHeartbeatTime"}
 
-// stripChild is the transform of the child informers.
-func stripChild(obj any) (any, error) {
+// StripChild is the transform of the child informers.
+func StripChild(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
@@ -72,10 +72,10 @@ func stripChild(obj any) (any, error) {
 	return u, nil
 }
 
-// stripParent is the transform of the custom resource informers: stencil
+// StripParent is the transform of the custom resource informers: stencil
 // reads its own status entry of managedFields (statusFieldsOf), not the
 // entries of other writers.
-func stripParent(obj any) (any, error) {
+func StripParent(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil

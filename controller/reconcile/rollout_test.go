@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	core "k8s.io/client-go/testing"
@@ -239,7 +242,7 @@ func TestRolloutReadsItsStateFromTheCaches(t *testing.T) {
 	for _, ch := range children {
 		f.cache = append(f.cache, ch...)
 	}
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	// The config adds a rollout and changes no render: a moves with one
 	// status patch (the revision it is on), and no child is written.
 	if got := f.syncActions(ctx, "a"); len(got) != 1 || got[0] != "patch webapps/status a" {
@@ -261,7 +264,7 @@ func TestRolloutReadsItsStateFromTheCaches(t *testing.T) {
 	f.cache = append(f.cache, renderedWith(t, f.config, parents[0])...)
 	f.cache = append(f.cache, children[1]...)
 	f.cache = append(f.cache, children[2]...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	moved := f.syncActions(ctx, "b")
 	if len(moved) == 0 {
 		t.Fatal("b did not move once a was Ready on the new revision")
@@ -284,7 +287,7 @@ func TestRolloutReadsItsStateFromTheCaches(t *testing.T) {
 		f.cache = append(f.cache, ch)
 	}
 	f.cache = append(f.cache, children[2]...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	if got := f.syncActions(ctx, "c"); len(got) != 0 {
 		t.Fatalf("c moved after b failed (maxFailed 1): %v", got)
 	}
@@ -392,7 +395,7 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 				t.Fatalf("%s/%s: the fixture's legacy child has no revision annotation", ch.GetKind(), ch.GetName())
 			}
 		}
-		status := (&Controller{opts: Options{FightInterval: 10}}).desiredStatus(parent, outcome{live: children, extra: map[string]any{"image": spec["image"]}})
+		status := (&Reconciler{opts: Options{FightInterval: 10}}).desiredStatus(parent, outcome{live: children, extra: map[string]any{"image": spec["image"]}})
 		parent = parent.DeepCopy()
 		parent.Object["status"] = status
 		return parent, children
@@ -408,7 +411,7 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 	f := newFixture(t)
 	f.config = old
 	f.cache = append(append(f.cache, parents...), children...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	for _, name := range []string{"a", "b", "c"} {
 		if got := f.syncActions(ctx, name); len(got) != 0 {
 			t.Errorf("upgrade: %s was written although nothing changed: %v", name, got)
@@ -419,7 +422,7 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 	f = newFixture(t)
 	f.config = next
 	f.cache = append(append(f.cache, parents...), children...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	got := f.syncActions(ctx, "a")
 	want := []string{"patch deployments a (apply)", "patch webapps/status a"}
 	if !slices.Equal(got, want) {
@@ -456,7 +459,7 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 			f.cache = append(f.cache, ch)
 		}
 	}
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	if got := f.syncActions(ctx, "a"); len(got) != 0 {
 		t.Errorf("a, moved and Ready, was written again after the restart: %v", got)
 	}
@@ -485,4 +488,11 @@ func TestPrunesRevision(t *testing.T) {
 			t.Errorf("%s: prunesRevision = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	must(t, g.Write(&m))
+	return m.GetGauge().GetValue()
 }

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
+	"stencil.dev/stencil/controller/requeue"
 )
 
 // A render that failed is not run again while the resource's spec and the
@@ -19,7 +20,7 @@ func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
 	p := webapp("demo", map[string]any{"replicas": int64(2)}) // no image: the render fails
 	f.cache = append(f.cache, p)
 	f.api = append(f.api, p)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 	renders := func() float64 {
 		m := &dto.Metric{}
@@ -28,7 +29,7 @@ func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
 	}
 	sync := func(step string, want float64) {
 		t.Helper()
-		if err := f.sync(ctx, key); !IsTerminal(err) {
+		if err := f.sync(ctx, key); !requeue.IsTerminal(err) {
 			t.Fatalf("%s: err = %v, want the terminal render failure", step, err)
 		}
 		if got := renders(); got != want {
@@ -58,7 +59,7 @@ func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
 func TestAnEntryLeavingTheConfigIsForgotten(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	c := f.c
 	gone := Key{GVR: schema.GroupVersionResource{Group: "cache.example.com", Version: "v1alpha1", Resource: "memcacheds"},
 		NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m"}}
@@ -70,7 +71,7 @@ func TestAnEntryLeavingTheConfigIsForgotten(t *testing.T) {
 		c.refusals.set(k, ref, "h", "1", errors.New("refused"))
 	}
 	c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout{gone.GVR: {}, kept.GVR: {}}
-	c.forgetUnconfigured()
+	c.ForgetUnconfigured()
 	for _, tc := range []struct {
 		k    Key
 		want bool

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"cmp"
@@ -229,7 +229,7 @@ type rollouts struct {
 // may be rendered and applied now; a resource that must wait is left as it
 // is (no write at all). It also wakes the pending resources that free
 // slots can take, and announces a halt.
-func (c *Controller) rolloutGate(ctx context.Context, pk *registry.Parent, key Key, parent *unstructured.Unstructured) bool {
+func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key Key, parent *unstructured.Unstructured) bool {
 	logger := klog.FromContext(ctx)
 	revision := pk.Set.Revision()
 	st, _ := c.rolloutStateOf(parent, revision)
@@ -271,7 +271,7 @@ func (c *Controller) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 	}
 	for _, k := range wake {
 		if k != key {
-			c.queue.Add(k)
+			c.opts.Enqueue(k)
 		}
 	}
 	if !admitted {
@@ -282,7 +282,7 @@ func (c *Controller) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 
 // forgetRollout drops a deleted or paused resource from its entry's
 // rollout, and wakes the resource that takes its slot.
-func (c *Controller) forgetRollout(pk *registry.Parent, key Key) {
+func (c *Reconciler) forgetRollout(pk *registry.Parent, key Key) {
 	c.rollouts.mu.Lock()
 	r := c.rollouts.byGVR[key.GVR]
 	var wake []Key
@@ -295,14 +295,14 @@ func (c *Controller) forgetRollout(pk *registry.Parent, key Key) {
 	}
 	c.rollouts.mu.Unlock()
 	for _, k := range wake {
-		c.queue.Add(k)
+		c.opts.Enqueue(k)
 	}
 }
 
 // rolloutFor returns the entry's rollout to its current revision, read
 // from the caches the first time that revision is seen (start-up, a
 // reload). Called under rollouts.mu.
-func (c *Controller) rolloutFor(ctx context.Context, pk *registry.Parent) *rollout {
+func (c *Reconciler) rolloutFor(ctx context.Context, pk *registry.Parent) *rollout {
 	g := pk.Res.GVR()
 	revision := pk.Set.Revision()
 	if r := c.rollouts.byGVR[g]; r != nil && r.revision == revision {
@@ -334,7 +334,7 @@ func (c *Controller) rolloutFor(ctx context.Context, pk *registry.Parent) *rollo
 }
 
 // reportRollout sets the rollout gauges of the entry. Called under rollouts.mu.
-func (c *Controller) reportRollout(pk *registry.Parent, r *rollout) {
+func (c *Reconciler) reportRollout(pk *registry.Parent, r *rollout) {
 	for _, st := range rolloutReported {
 		c.opts.Metrics.rolloutResources.WithLabelValues(pk.Label, st.String()).Set(float64(r.counts[st]))
 	}
@@ -345,7 +345,7 @@ func (c *Controller) reportRollout(pk *registry.Parent, r *rollout) {
 // children: new without any child, pending when it is on another revision,
 // else failed, rolling or done by kstatus. failing says some child of a
 // pending resource is Failed on its old revision.
-func (c *Controller) rolloutStateOf(parent *unstructured.Unstructured, revision string) (st rolloutState, failing bool) {
+func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision string) (st rolloutState, failing bool) {
 	children := c.ownedChildren(parent)
 	if len(children) == 0 {
 		return rolloutNew, false
@@ -398,7 +398,7 @@ func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unst
 // revisionOnChildren reports whether the entry's revision must be stamped
 // on each child: a rollout entry whose CRD's status schema would prune
 // templates.StatusTemplateRevision.
-func (c *Controller) revisionOnChildren(pk *registry.Parent) bool {
+func (c *Reconciler) revisionOnChildren(pk *registry.Parent) bool {
 	if pk.Res.Rollout == nil {
 		return false
 	}
@@ -419,7 +419,7 @@ func prunesRevision(s map[string]any) bool {
 // without a rollout, and "" (the status stays without the field) where the
 // children alone already say it, as an earlier version of stencil left
 // them: an upgrade patches no status for it.
-func (c *Controller) statusRevision(pk *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
+func (c *Reconciler) statusRevision(pk *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
 	revision := pk.Set.Revision()
 	if pk.Res.Rollout == nil || revision == "" {
 		return ""
@@ -471,7 +471,7 @@ func cachedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) 
 // stencil's last write where the cache has not shown it yet; an index
 // error (never expected: the index exists on every child informer) counts
 // as no child.
-func (c *Controller) ownedChildren(parent *unstructured.Unstructured) []ownedChild {
+func (c *Reconciler) ownedChildren(parent *unstructured.Unstructured) []ownedChild {
 	out, _ := cachedChildren(c.reg.ChildKinds(), parent)
 	for i, oc := range out {
 		// Where the cache has not shown stencil's last write yet, that

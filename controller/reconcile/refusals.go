@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,11 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
+
+	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/requeue"
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
@@ -40,7 +45,10 @@ type fixture struct {
 	t        *testing.T
 	client   *dynamicfake.FakeDynamicClient
 	recorder *record.FakeRecorder
-	c        *Controller
+	c        *Reconciler
+	// queue receives what the reconciler queues (Options.Enqueue) and the
+	// requeues its syncs ask for (see sync).
+	queue workqueue.TypedDelayingInterface[Key]
 	// cache holds objects for the informers; api holds objects for the fake client.
 	cache, api []*unstructured.Unstructured
 	// firstStatusDelay overrides Options.FirstStatusDelay (default 1ms).
@@ -53,7 +61,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t}
 }
 
-func (f *fixture) newController(ctx context.Context) {
+func (f *fixture) newReconciler(ctx context.Context) {
 	f.t.Helper()
 	cfg, err := gvr.Load(cmp.Or(f.config, "testdata/stencil.yaml"))
 	if err != nil {
@@ -100,29 +108,31 @@ func (f *fixture) newController(ctx context.Context) {
 		return true, u, nil
 	})
 	f.recorder = record.NewFakeRecorder(100)
-	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: f.client, Mapper: mapper, Recorder: f.recorder,
-		ConflictRecheck: time.Millisecond, FirstStatusDelay: cmp.Or(f.firstStatusDelay, time.Millisecond)})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	reg, err := registry.New(ctx, registry.Options{Dynamic: f.client, Mapper: mapper,
+		Hooks: registry.Hooks{ParentTransform: StripParent, ChildTransform: StripChild}}, cfg, sets)
+	must(f.t, err)
 	// The WebApp CRD is installed and Established: the resource is served.
-	must(f.t, c.reg.CRDs().GetIndexer().Add(&unstructured.Unstructured{Object: map[string]any{
+	must(f.t, reg.CRDs().GetIndexer().Add(&unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "webapps.apps.example.com"},
 		"spec": map[string]any{"names": map[string]any{"kind": "WebApp"},
 			"versions": []any{map[string]any{"name": "v1beta1", "served": true}}},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": "True"}}},
 	}}))
-	c.reg.Evaluate(ctx)
+	reg.Evaluate(ctx)
 	for _, o := range f.cache {
 		switch o.GroupVersionKind().Kind {
 		case "WebApp":
-			must(f.t, c.reg.Parent(webappGVR).Informers[""].GetIndexer().Add(o))
+			must(f.t, reg.Parent(webappGVR).Informers[""].GetIndexer().Add(o))
 		default:
-			must(f.t, c.reg.Child(o.GroupVersionKind()).Informers[""].GetIndexer().Add(o))
+			must(f.t, reg.Child(o.GroupVersionKind()).Informers[""].GetIndexer().Add(o))
 		}
 	}
-	f.c = c
+	f.queue = workqueue.NewTypedDelayingQueue[Key]()
+	f.t.Cleanup(f.queue.ShutDown)
+	f.c = New(Options{Registry: reg, Dynamic: f.client, Recorder: f.recorder, Metrics: NewMetrics(prometheus.NewRegistry()),
+		Enqueue: f.queue.Add, FightBurst: 5, FightInterval: 10 * time.Second,
+		ConflictRecheck: time.Millisecond, FirstStatusDelay: cmp.Or(f.firstStatusDelay, time.Millisecond)})
 }
 
 func must(t *testing.T, err error) {
@@ -133,11 +143,11 @@ func must(t *testing.T, err error) {
 }
 
 // sync runs one sync of key and schedules the requeue it asks for, as
-// handleErr does; it returns the sync's error.
+// the controller's handleErr does; it returns the sync's error.
 func (f *fixture) sync(ctx context.Context, key Key) error {
-	after, err := splitRequeue(f.c.sync(ctx, key))
+	after, err := requeue.Split(f.c.Sync(ctx, key))
 	if after > 0 {
-		f.c.queue.AddAfter(key, after)
+		f.queue.AddAfter(key, after)
 	}
 	return err
 }
@@ -147,7 +157,7 @@ func (f *fixture) sync(ctx context.Context, key Key) error {
 func (f *fixture) run(name string) ([]core.Action, error) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	err := f.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
 	var actions []core.Action
 	for _, a := range f.client.Actions() {
@@ -262,7 +272,7 @@ func renderedLive(t *testing.T, path string, parent *unstructured.Unstructured, 
 func converged(t *testing.T, parent *unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured) {
 	t.Helper()
 	children := rendered(t, parent)
-	c := &Controller{opts: Options{FightInterval: 10}}
+	c := &Reconciler{opts: Options{FightInterval: 10}}
 	status := c.desiredStatus(parent, outcome{live: children, extra: map[string]any{"image": parent.Object["spec"].(map[string]any)["image"]}})
 	parent = parent.DeepCopy()
 	parent.Object["status"] = status
@@ -319,7 +329,7 @@ func TestNewResourceCostsOneCreatePerChildAndNoStatusYet(t *testing.T) {
 	}
 	expectEvent(t, f.recorder, "Normal Created Created Deployment/demo, Service/demo")
 	deadline := time.Now().Add(5 * time.Second)
-	for f.c.queue.Len() == 0 {
+	for f.queue.Len() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the new resource was not queued again for its first status")
 		}
@@ -419,7 +429,7 @@ func TestForeignObjectOfTheSameNameIsNotTouched(t *testing.T) {
 	// No watch reports the foreign object's deletion: the resource is
 	// scheduled to be looked at again (ConflictRecheck, 1ms here).
 	deadline := time.Now().Add(5 * time.Second)
-	for f.c.queue.Len() == 0 {
+	for f.queue.Len() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the resource in conflict was not queued for a recheck")
 		}
@@ -432,7 +442,7 @@ func TestRenderErrorCostsOneStatusPatchAndNoRetry(t *testing.T) {
 	p := webapp("demo", map[string]any{"replicas": int64(2)}) // no image
 	f.cache = append(f.cache, p)
 	actions, err := f.run("demo")
-	if err == nil || !IsTerminal(err) {
+	if err == nil || !requeue.IsTerminal(err) {
 		t.Fatalf("err = %v, want a terminal error", err)
 	}
 	expectActions(t, actions, "patch webapps/status demo")
@@ -440,12 +450,10 @@ func TestRenderErrorCostsOneStatusPatchAndNoRetry(t *testing.T) {
 	if c["reason"] != ReasonRenderFailed || !strings.Contains(fmt.Sprint(c["message"]), "webapp/deployment.yaml.tmpl:") {
 		t.Errorf("Ready condition = %v, want RenderFailed naming the template and line", c)
 	}
-	// The worker drops a terminal error instead of requeueing it.
-	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
-	_, ctx := ktesting.NewTestContext(t)
-	f.c.handleErr(ctx, key, "webapps.apps.example.com", err)
-	if n := f.c.queue.NumRequeues(key); n != 0 || f.c.queue.Len() != 0 {
-		t.Errorf("after a terminal error: %d requeues, queue length %d; want 0 and 0", n, f.c.queue.Len())
+	// The sync asks for no requeue: the worker drops a terminal error
+	// (the controller's handleErr) until the resource changes.
+	if after, _ := requeue.Split(err); after != 0 || f.queue.Len() != 0 {
+		t.Errorf("after a terminal error: requeue after %s, queue length %d; want none", after, f.queue.Len())
 	}
 }
 
@@ -462,7 +470,7 @@ func TestRenderErrorAlreadyReportedCostsNothing(t *testing.T) {
 	f2 := newFixture(t)
 	f2.cache = append(f2.cache, p)
 	actions, err := f2.run("demo")
-	if !IsTerminal(err) {
+	if !requeue.IsTerminal(err) {
 		t.Fatalf("err = %v, want terminal", err)
 	}
 	expectActions(t, actions)
@@ -577,7 +585,7 @@ func TestStatusFieldTheSchemaPrunesCostsOnePatch(t *testing.T) {
 	delete(p.Object["status"].(map[string]any), "image")
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	stored := p.DeepCopy()
 	f.client.PrependReactor("patch", "webapps", func(core.Action) (bool, runtime.Object, error) {
 		return true, stored, nil
@@ -625,13 +633,13 @@ func TestRejectedStatusPatchIsTerminal(t *testing.T) {
 	delete(p.Object, "status")
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	f.client.PrependReactor("patch", "webapps", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInvalid(webappGVK.GroupKind(), "demo", field.ErrorList{
 			field.Invalid(field.NewPath("status", "replicas"), "x", "must be an integer")})
 	})
 	err := f.sync(ctx, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}})
-	if !IsTerminal(err) || !strings.Contains(err.Error(), "status.replicas") {
+	if !requeue.IsTerminal(err) || !strings.Contains(err.Error(), "status.replicas") {
 		t.Fatalf("err = %v, want a terminal error naming status.replicas", err)
 	}
 	expectEvent(t, f.recorder, "Warning StatusRejected")

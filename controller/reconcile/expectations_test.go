@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func (w *lateWatch) indexer() interface {
 
 // cached is obj as the informer's transform stores it.
 func (w *lateWatch) cached(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	u, _ := stripChild(obj.DeepCopy())
+	u, _ := StripChild(obj.DeepCopy())
 	return u.(*unstructured.Unstructured)
 }
 
@@ -69,13 +69,11 @@ func (w *lateWatch) store(obj *unstructured.Unstructured) {
 }
 
 // deliver brings the watch event of the server's current object to the
-// cache and the controller's handler, as an informer does.
+// cache and to the reconciler, as the controller's informer handler does.
 func (w *lateWatch) deliver() {
-	old, _, err := w.indexer().GetByKey(w.server.GetNamespace() + "/" + w.server.GetName())
-	must(w.t, err)
 	cur := w.cached(w.server)
 	must(w.t, w.indexer().Update(cur))
-	w.f.c.childHandler(w.ctx).OnUpdate(old, cur)
+	w.f.c.Observe(cur)
 }
 
 // revert is another writer (manager) setting the image back to image.
@@ -95,7 +93,7 @@ func lateWatchFixture(t *testing.T) (context.Context, *fixture, *lateWatch, Key)
 	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	w := newLateWatch(ctx, t, f, children[0])
 	return ctx, f, w, Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 }
@@ -205,7 +203,7 @@ func TestPruneIsSentOnceWhileTheWatchLags(t *testing.T) {
 	f.cache = append(f.cache, p)
 	f.cache = append(f.cache, children...)
 	f.cache = append(f.cache, extra)
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	key := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}
 	deletes := func() int {
 		n := 0
@@ -224,7 +222,7 @@ func TestPruneIsSentOnceWhileTheWatchLags(t *testing.T) {
 	}
 	inf := f.c.reg.Child(extra.GroupVersionKind()).Informers[""].GetIndexer()
 	must(t, inf.Delete(extra))
-	f.c.childHandler(ctx).OnDelete(extra)
+	f.c.Gone(extra)
 	if n := f.c.expect.len(); n != 0 {
 		t.Errorf("%d writes still expected after the delete event, want 0", n)
 	}

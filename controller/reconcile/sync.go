@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"cmp"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -74,9 +75,9 @@ type outcome struct {
 	revision string
 }
 
-// sync reconciles one custom resource. It reads only from the caches, writes
+// Sync reconciles one custom resource. It reads only from the caches, writes
 // only what differs, and classifies every error it returns.
-func (c *Controller) sync(ctx context.Context, key Key) error {
+func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 	logger := klog.FromContext(ctx)
 	pk := c.reg.Parent(key.GVR)
 	if pk == nil {
@@ -128,7 +129,7 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	}
 	obj, err := gvr.NewObject(parent, key.GVR)
 	if err != nil {
-		return c.fail(ctx, pk, parent, ReasonRenderFailed, terminal(fmt.Errorf("reading %s: %w", key, err)))
+		return c.fail(ctx, pk, parent, ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
 	desired, extra, err := pk.Set.RenderAll(obj)
 	if err == nil {
@@ -139,17 +140,17 @@ func (c *Controller) sync(ctx context.Context, key Key) error {
 	if errors.Is(err, templates.ErrBudgetExceeded) {
 		c.opts.Metrics.budgetExceeded.WithLabelValues(pk.Label).Inc()
 	}
-	err = terminal(err)
+	err = requeue.Terminal(err)
 	c.renderFailures.set(key, pk, parent, err)
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
 	return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
 }
 
-// forgetUnconfigured drops the same of every resource whose entry left the
+// ForgetUnconfigured drops the same of every resource whose entry left the
 // config, and their entries' rollouts: nothing queues those resources
 // again, so nothing else would.
-func (c *Controller) forgetUnconfigured() {
+func (c *Reconciler) ForgetUnconfigured() {
 	c.resources.retain(func(k Key) bool { return c.reg.Parent(k.GVR) != nil })
 	c.rollouts.mu.Lock()
 	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout) bool { return c.reg.Parent(g) == nil })
@@ -159,16 +160,16 @@ func (c *Controller) forgetUnconfigured() {
 // warnOnce records a Warning event for a failure unless the resource's Ready
 // condition already reports it (same reason, message and generation): a
 // resync or a conflict recheck must not repeat the event.
-func (c *Controller) warnOnce(parent *unstructured.Unstructured, reason, message string) {
+func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message string) {
 	if !alreadyReported(parent, reason, message) {
 		c.recorder.Event(parent, corev1.EventTypeWarning, reason, message)
 	}
 }
 
 // fail records a failure on the resource (event and status) and returns err.
-func (c *Controller) fail(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
+func (c *Reconciler) fail(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
 	c.warnOnce(parent, reason, err.Error())
-	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error(), stalled: IsTerminal(err)})
+	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error(), stalled: requeue.IsTerminal(err)})
 	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
 		return errors.Join(err, perr)
 	}
@@ -176,16 +177,16 @@ func (c *Controller) fail(ctx context.Context, pk *registry.Parent, parent *unst
 }
 
 // converge applies, prunes and reports on the rendered children.
-func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
+func (c *Reconciler) converge(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
 	if left, ok := c.terminating.left(parent.GetNamespace()); ok {
 		// Its namespace is being deleted and takes it along; look again
 		// once the memory of that expires, in case it is still there.
 		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
-		return requeueAfter(nil, left)
+		return requeue.After(nil, left)
 	}
 	w := c.applyAll(ctx, pk, parent, desired)
 	if w.end {
-		return requeueAfter(w.err, w.after)
+		return requeue.After(w.err, w.after)
 	}
 	pruned, err := c.prune(ctx, pk, parent, w.rendered)
 	if err != nil {
@@ -193,7 +194,7 @@ func (c *Controller) converge(ctx context.Context, pk *registry.Parent, parent *
 	}
 	w.changes.pruned = pruned
 	w.changes.record(c.recorder, parent)
-	return requeueAfter(c.report(ctx, pk, parent, &w, extra), w.after)
+	return requeue.After(c.report(ctx, pk, parent, &w, extra), w.after)
 }
 
 // writes is what applying every rendered child of one resource came to.
@@ -221,7 +222,7 @@ func (w *writes) soon(d time.Duration) {
 }
 
 // applyAll brings every rendered child to the cluster (applyChild).
-func (c *Controller) applyAll(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured) writes {
+func (c *Reconciler) applyAll(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured) writes {
 	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
 	w := writes{live: make([]*unstructured.Unstructured, len(desired)), rendered: map[childRef]bool{}}
 	onChildren := c.revisionOnChildren(pk)
@@ -260,7 +261,7 @@ func (c *Controller) applyAll(ctx context.Context, pk *registry.Parent, parent *
 // report writes the status that the writes w came to, and asks to look
 // again where nothing else would bring the resource back: a foreign object
 // holding a child's name, the end of a fight episode, a first status.
-func (c *Controller) report(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
+func (c *Reconciler) report(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
 	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
 	out := outcome{extra: extra, live: w.live, revision: c.statusRevision(pk, parent, w.live)}
 	switch {
@@ -275,7 +276,7 @@ func (c *Controller) report(ctx context.Context, pk *registry.Parent, parent *un
 			}
 			return w.err
 		}
-		return c.fail(ctx, pk, parent, ReasonApplyFailed, terminal(w.err))
+		return c.fail(ctx, pk, parent, ReasonApplyFailed, requeue.Terminal(w.err))
 	case len(w.conflicts) > 0:
 		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(w.conflicts, "; ")
 		out.stalled = true
@@ -329,19 +330,19 @@ type childResult struct {
 // applyChild brings one rendered child to the cluster: create it when no
 // object holds its name, apply it when it drifted (guarded against a
 // fight), or nothing when it is in sync.
-func (c *Controller) applyChild(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
+func (c *Reconciler) applyChild(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
 	gvk := want.GroupVersionKind()
 	ck := c.reg.Child(gvk)
 	if ck == nil {
 		// Rendered, so allowed; not served by the API server (its CRD
 		// is not installed) or cluster-scoped. Not retried: stencil
 		// renders every resource again when the kind is served.
-		return childResult{failReason: ReasonApplyFailed, err: terminal(fmt.Errorf(
+		return childResult{failReason: ReasonApplyFailed, err: requeue.Terminal(fmt.Errorf(
 			"%s/%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", gvk.Kind, want.GetName(), gvk))}
 	}
 	hash, err := stampHash(want)
 	if err != nil {
-		return childResult{failReason: ReasonRenderFailed, err: terminal(err)}
+		return childResult{failReason: ReasonRenderFailed, err: requeue.Terminal(err)}
 	}
 	live, err := c.liveChild(ctx, ck, want)
 	if err != nil {
@@ -375,7 +376,7 @@ func (ch childSync) conflict() string {
 }
 
 // createChild creates a child no object holds the name of.
-func (c *Controller) createChild(ctx context.Context, ch childSync) childResult {
+func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult {
 	logger := klog.FromContext(ctx)
 	want := ch.want
 	if err := c.refusedBefore(ctx, ch.key, ch.ref, ch.hash, nil, want); err != nil {
@@ -404,7 +405,7 @@ func (c *Controller) createChild(ctx context.Context, ch childSync) childResult 
 
 // correctChild applies a child stencil controls when it drifted from the
 // render, unless the fight guard denies the correction.
-func (c *Controller) correctChild(ctx context.Context, ch childSync, live *unstructured.Unstructured) childResult {
+func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstructured.Unstructured) childResult {
 	logger := klog.FromContext(ctx)
 	want := ch.want
 	d := detectDrift(live, want, legacyHash(live, want, ch.hash))
@@ -463,7 +464,7 @@ func (c *Controller) correctChild(ctx context.Context, ch childSync, live *unstr
 // refusedBefore returns the error the API server refused this render of the
 // child with, when it was sent against the same live object (nil: none
 // exists) before; it is then not sent again (refusalMemo).
-func (c *Controller) refusedBefore(ctx context.Context, key Key, ref childRef, hash string, live, want *unstructured.Unstructured) error {
+func (c *Reconciler) refusedBefore(ctx context.Context, key Key, ref childRef, hash string, live, want *unstructured.Unstructured) error {
 	err := c.refusals.get(key, ref, hash, liveVersion(live))
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -475,9 +476,9 @@ func (c *Controller) refusedBefore(ctx context.Context, key Key, ref childRef, h
 // existed) (applyError) and, when the API server refused the object itself,
 // remembers the refusal so that the same render is not sent again
 // (refusalMemo).
-func (c *Controller) applyFailed(key Key, ref childRef, hash string, live, want *unstructured.Unstructured, err error) error {
+func (c *Reconciler) applyFailed(key Key, ref childRef, hash string, live, want *unstructured.Unstructured, err error) error {
 	err = applyError(want, err)
-	if IsTerminal(err) {
+	if requeue.IsTerminal(err) {
 		c.refusals.set(key, ref, hash, liveVersion(live), err)
 	}
 	return err
@@ -488,7 +489,7 @@ func (c *Controller) applyFailed(key Key, ref childRef, hash string, live, want 
 func applyError(want *unstructured.Unstructured, err error) error {
 	err = fmt.Errorf("applying %s/%s: %w", want.GetKind(), want.GetName(), err)
 	if isRejected(err) {
-		err = terminal(err)
+		err = requeue.Terminal(err)
 	}
 	return err
 }
@@ -508,7 +509,7 @@ func isAllTerminal(err error) bool {
 		}
 		return true
 	}
-	return IsTerminal(err)
+	return requeue.IsTerminal(err)
 }
 
 // liveChild returns the child as it exists, or nil when no object of its
@@ -519,7 +520,7 @@ func isAllTerminal(err error) bool {
 // owners; see registry.NameTaken) tells, without a request, whether a
 // foreign object of that name exists; only then is it read, to be reported.
 // Without a metadata cache (Options.Metadata nil) a GET tells.
-func (c *Controller) liveChild(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (c *Reconciler) liveChild(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := registry.GetCached(ck.Informers, ck.GVR.GroupResource(), want.GetNamespace(), want.GetName())
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
@@ -548,8 +549,8 @@ func (c *Controller) liveChild(ctx context.Context, ck *registry.Child, want *un
 
 // expectChild records a child stencil created or changed, stripped as the
 // cache holds it, until the cache shows it (expectations).
-func (c *Controller) expectChild(written *unstructured.Unstructured) {
-	u, _ := stripChild(written.DeepCopy())
+func (c *Reconciler) expectChild(written *unstructured.Unstructured) {
+	u, _ := StripChild(written.DeepCopy())
 	c.expect.wrote(u.(*unstructured.Unstructured))
 }
 
@@ -561,7 +562,7 @@ func (c *Controller) expectChild(written *unstructured.Unstructured) {
 // apply would; stencil reports OwnershipConflict. (An object that already
 // has a controller cannot get a second one either: the API server refuses
 // two controller references.)
-func (c *Controller) createByApply(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+func (c *Reconciler) createByApply(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
 	created, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
 		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
 	if apierrors.IsConflict(err) {
@@ -579,7 +580,7 @@ func (c *Controller) createByApply(ctx context.Context, ck *registry.Child, want
 // prune deletes this parent's children that the templates no longer render.
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
-func (c *Controller) prune(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
+func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
 	var pruned []string
 	kinds := c.reg.ChildKinds()
 	slices.SortStableFunc(kinds, func(a, b *registry.Child) int {

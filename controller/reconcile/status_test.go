@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"stencil.dev/stencil/controller/requeue"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -62,7 +63,7 @@ func (f *fixture) syncDemo(applyErr error) ([]core.Action, error) {
 	_, ctx := ktesting.NewTestContext(f.t)
 	// The first status is written at once: these tests read its conditions.
 	f.firstStatusDelay = -1
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	if applyErr != nil {
 		// A new child is created (POST); an existing one is applied.
 		for _, verb := range []string{"create", "patch"} {
@@ -234,7 +235,7 @@ func TestConditionsInEachState(t *testing.T) {
 			f.cache, f.api = tc.objects(t)
 			actions, err := f.syncDemo(tc.applyErr)
 			switch {
-			case tc.err == "none" && err != nil, tc.err == "terminal" && !IsTerminal(err), tc.err == "retried" && (err == nil || IsTerminal(err)):
+			case tc.err == "none" && err != nil, tc.err == "terminal" && !requeue.IsTerminal(err), tc.err == "retried" && (err == nil || requeue.IsTerminal(err)):
 				t.Fatalf("err = %v, want %s", err, tc.err)
 			}
 			expectActions(t, actions, tc.actions...)

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"fmt"
@@ -29,7 +29,7 @@ func benchFixture(b *testing.B, n int) (*fixture, []Key) {
 	}
 	_, ctx := ktesting.NewTestContext(b)
 	f.t = t
-	f.newController(ctx)
+	f.newReconciler(ctx)
 	return f, keys
 }
 

@@ -1,0 +1,84 @@
+package reconcile
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics holds the collectors of what syncs write and render. The
+// controller registers them with its own (NewMetrics), beside the queue's
+// and the ring's.
+type Metrics struct {
+	childWrites      *prometheus.CounterVec
+	statusPatches    *prometheus.CounterVec
+	renderErrors     *prometheus.CounterVec
+	budgetExceeded   *prometheus.CounterVec
+	dryRuns          *prometheus.CounterVec
+	rolloutResources *prometheus.GaugeVec
+	rolloutHalted    *prometheus.GaugeVec
+}
+
+// Verb label values of stencil_child_writes_total.
+const (
+	verbCreate = "create"
+	verbUpdate = "update"
+	verbDelete = "delete"
+)
+
+// NewMetrics creates the reconciler's collectors and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		childWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_child_writes_total", Help: "Writes to child objects by resource, kind and verb.",
+		}, []string{"resource", "kind", "verb"}),
+		statusPatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_status_patches_total", Help: "Status patches of custom resources.",
+		}, []string{"resource"}),
+		renderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_render_errors_total", Help: "Template render failures.",
+		}, []string{"resource"}),
+		budgetExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_render_budget_exceeded_total", Help: "Renders stopped by their render budget (renderBudget).",
+		}, []string{"resource"}),
+		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_drift_dry_runs_total",
+			Help: "Dry-run applies made where field ownership could not tell whether a child drifted, by kind.",
+		}, []string{"kind"}),
+		rolloutResources: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stencil_rollout_resources",
+			Help: "Resources of an entry with a rollout, by where they stand in moving to its current templates: pending, rolling, done, failed.",
+		}, []string{"resource", "state"}),
+		rolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stencil_rollout_halted",
+			Help: "1 while an entry's rollout is halted: maxFailed moved resources failed and others wait.",
+		}, []string{"resource"}),
+	}
+	reg.MustRegister(m.childWrites, m.statusPatches, m.renderErrors, m.budgetExceeded, m.dryRuns, m.rolloutResources, m.rolloutHalted)
+	return m
+}
+
+// Precreate makes every series of an entry (its label, its child kinds'
+// names, and with a rollout the rollout's) exist from start-up, so that
+// dashboards and alerts see zeros instead of missing data.
+func (m *Metrics) Precreate(resource string, kinds []string, rollout bool) {
+	m.statusPatches.WithLabelValues(resource)
+	m.renderErrors.WithLabelValues(resource)
+	m.budgetExceeded.WithLabelValues(resource)
+	for _, k := range kinds {
+		for _, v := range []string{verbCreate, verbUpdate, verbDelete} {
+			m.childWrites.WithLabelValues(resource, k, v)
+		}
+		m.dryRuns.WithLabelValues(k)
+	}
+	if !rollout {
+		return
+	}
+	for _, st := range rolloutReported {
+		m.rolloutResources.WithLabelValues(resource, st.String())
+	}
+	m.rolloutHalted.WithLabelValues(resource)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

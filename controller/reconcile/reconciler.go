@@ -1,0 +1,126 @@
+package reconcile
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+
+	"stencil.dev/stencil/controller/registry"
+)
+
+// FieldManager is the server-side apply field manager of every write stencil makes.
+const FieldManager = "stencil"
+
+// AnnotationPaused on a custom resource, set to "true", stops every write for it.
+const AnnotationPaused = "stencil.dev/paused"
+
+// Key identifies one custom resource in the work queue. The GVR is part of the
+// key because two CRDs may hold objects of the same namespace and name.
+type Key struct {
+	GVR schema.GroupVersionResource
+	types.NamespacedName
+}
+
+// String renders the key for logs.
+func (k Key) String() string {
+	return k.GVR.GroupResource().String() + "/" + k.NamespacedName.String()
+}
+
+// Options configures a Reconciler. The controller fills it from its own
+// Options, with its defaults applied.
+type Options struct {
+	// Registry holds the configured resources, their caches and the child kinds.
+	Registry *registry.Registry
+	// Dynamic writes children and status.
+	Dynamic dynamic.Interface
+	// Recorder records the events of every sync.
+	Recorder record.EventRecorder
+	// Metrics receives the reconciler's metrics.
+	Metrics *Metrics
+	// Enqueue queues a resource again (a rollout admitting the next ones).
+	Enqueue func(Key)
+	// MayWrite returns nil when this replica may write for a namespace
+	// (ha.FencedLock, ha.RingState); nil always allows.
+	MayWrite func(ns string) error
+	// FightBurst and FightInterval size each resource's correction budget
+	// (guard.go).
+	FightBurst    int
+	FightInterval time.Duration
+	// ConflictRecheck is how often a resource in OwnershipConflict is looked at again.
+	ConflictRecheck time.Duration
+	// FirstStatusDelay is how long new children get before the first
+	// status says Progressing; negative writes it at once.
+	FirstStatusDelay time.Duration
+}
+
+// Reconciler syncs one custom resource at a time, from any number of
+// workers. What it remembers between syncs is a memo or a rate limit:
+// losing it (a restart) costs at most a request, never a wrong write.
+type Reconciler struct {
+	opts     Options
+	reg      *registry.Registry
+	recorder record.EventRecorder
+	// resources holds what stencil remembers of each resource between
+	// its syncs; guard, statusMemo, refusals and renderFailures are views
+	// of it (resources.go).
+	resources *resourceStates
+	guard     *fightGuard
+	dryRuns   dryRunMemo
+	// expect holds stencil's own writes that the caches have not shown
+	// yet: a sync never decides a write from a view older than them.
+	expect     *expectations
+	statusMemo statusMemo
+	// renderFailures holds the renders that failed, not run again while
+	// their input is the same.
+	renderFailures renderFailures
+	refusals       refusalMemo
+	rollouts       rollouts
+	terminating    terminatingNamespaces
+}
+
+// New builds a Reconciler.
+func New(opts Options) *Reconciler {
+	r := &Reconciler{opts: opts, reg: opts.Registry, recorder: opts.Recorder, expect: newExpectations(), resources: &resourceStates{}}
+	r.guard = newFightGuard(opts.FightBurst, opts.FightInterval, r.resources)
+	r.statusMemo = statusMemo{states: r.resources}
+	r.refusals = refusalMemo{states: r.resources}
+	r.renderFailures = renderFailures{states: r.resources}
+	return r
+}
+
+// mayWrite returns nil when this replica may write for namespace ns.
+func (r *Reconciler) mayWrite(ns string) error {
+	if r.opts.MayWrite == nil {
+		return nil
+	}
+	return r.opts.MayWrite(ns)
+}
+
+// Observe tells the reconciler that a cache now shows obj (an informer's
+// add or update): a write of stencil's that it shows is no longer expected.
+func (r *Reconciler) Observe(obj any) { r.expect.observe(obj) }
+
+// Gone tells the reconciler that obj was deleted (its last known state):
+// a prune of it is no longer expected, and its dry run is never asked again,
+// so the memo stays bounded by the children that exist.
+func (r *Reconciler) Gone(obj any) {
+	r.expect.gone(obj)
+	if u, ok := obj.(interface{ GetUID() types.UID }); ok {
+		r.dryRuns.forget(u.GetUID())
+	}
+}
+
+// SweepExpectations drops the expectations that outlived their deadline,
+// before a resync.
+func (r *Reconciler) SweepExpectations() { r.expect.sweep() }
+
+// RetryRefused lets the next sync of every resource send its refused
+// children and run its failed render again: a refusal can hinge on other
+// objects (refusalMemo). The periodic resync calls it.
+func (r *Reconciler) RetryRefused() {
+	r.refusals.reset()
+	r.renderFailures.reset()
+}
