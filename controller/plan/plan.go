@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"stencil.dev/stencil/controller/reconcile"
+	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -109,7 +111,7 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		d.onChildren[set] = onChildren
-		for _, ns := range reconcile.ScopeNamespaces(d.Namespace, res.Namespaces) {
+		for _, ns := range registry.ScopeNamespaces(d.Namespace, res.Namespaces) {
 			items, err := listAll(ctx, d.Dynamic.Resource(res.GVR()).Namespace(ns), res.LabelSelector().String())
 			if apierrors.IsNotFound(err) {
 				// Its CRD is not installed: the controller waits for it,
@@ -244,7 +246,7 @@ func (d *Planner) listOwned(ctx context.Context) error {
 				kinds = append(kinds, gvk)
 			}
 		}
-		for _, ns := range reconcile.ScopeNamespaces(d.Namespace, set.Resource().Namespaces) {
+		for _, ns := range registry.ScopeNamespaces(d.Namespace, set.Resource().Namespaces) {
 			namespaces[ns] = true
 		}
 	}
@@ -321,7 +323,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 		}
 		rendered[gvk][want.GetName()] = true
 		if d.onChildren[j.set] {
-			reconcile.StampRevision(want, j.set.Revision())
+			drift.StampRevision(want, j.set.Revision())
 		}
 		c, reason, err := d.diffChild(ctx, parent, want)
 		switch {

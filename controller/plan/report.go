@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"stencil.dev/stencil/controller/reconcile"
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/templates"
 )
 
@@ -101,7 +101,7 @@ func objectChanges(old, new map[string]any, ignoreRevision bool) []fieldChange {
 			if a, ok := md["annotations"].(map[string]any); ok {
 				ac := make(map[string]any, len(a))
 				for k, v := range a {
-					if k != reconcile.AnnotationAppliedHash && (!ignoreRevision || k != templates.AnnotationTemplateRevision) {
+					if k != drift.AnnotationAppliedHash && (!ignoreRevision || k != templates.AnnotationTemplateRevision) {
 						ac[k] = v
 					}
 				}

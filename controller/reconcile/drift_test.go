@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+	"stencil.dev/stencil/controller/reconcile/drift"
 )
 
 // A Deployment render with the values the API server normalises: numeric
@@ -51,7 +52,7 @@ func parse(t *testing.T, doc string) *unstructured.Unstructured {
 	must(t, yaml.Unmarshal([]byte(doc), &u.Object))
 	// Renders carry int64 numbers, as the templates package produces them.
 	u.Object = toInt64(u.Object).(map[string]any)
-	_, err := stampHash(u)
+	_, err := drift.StampHash(u)
 	must(t, err)
 	return u
 }
@@ -91,66 +92,66 @@ func TestDetectDrift(t *testing.T) {
 		doc     string
 		edit    func(*testing.T, *unstructured.Unstructured) // by kubectl-edit; nil: none
 		change  func(*unstructured.Unstructured)             // to the render; nil: none
-		want    driftKind
+		want    drift.Kind
 		manager string
 	}{
-		{name: "normalised values are not drift", doc: driftDeployment, want: inSync},
-		{name: "defaulted service port protocol is not drift", doc: driftService, want: inSync},
-		{name: "a field the template does not set", doc: driftDeployment, want: inSync,
+		{name: "normalised values are not drift", doc: driftDeployment, want: drift.InSync},
+		{name: "defaulted service port protocol is not drift", doc: driftService, want: drift.InSync},
+		{name: "a field the template does not set", doc: driftDeployment, want: drift.InSync,
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				must(t, unstructured.SetNestedField(u.Object, int64(5), "spec", "minReadySeconds"))
 			}},
-		{name: "an env element another manager adds stays theirs", doc: driftDeployment, want: inSync,
+		{name: "an env element another manager adds stays theirs", doc: driftDeployment, want: drift.InSync,
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				c := container(u)
 				c["env"] = append(c["env"].([]any), map[string]any{"name": "SIDECAR", "value": "x"})
 				setContainer(t, u, c)
 			}},
-		{name: "a scalar changed by hand", doc: driftDeployment, want: takenOver, manager: "kubectl-edit",
+		{name: "a scalar changed by hand", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				c := container(u)
 				c["image"] = "evil:latest"
 				setContainer(t, u, c)
 			}},
-		{name: "a quantity changed by hand", doc: driftDeployment, want: takenOver, manager: "kubectl-edit",
+		{name: "a quantity changed by hand", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				c := container(u)
 				must(t, unstructured.SetNestedField(c, "2", "resources", "limits", "cpu"))
 				setContainer(t, u, c)
 			}},
-		{name: "an element appended to an atomic list", doc: driftDeployment, want: takenOver, manager: "kubectl-edit",
+		{name: "an element appended to an atomic list", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				c := container(u)
 				c["args"] = append(c["args"].([]any), "--debug")
 				setContainer(t, u, c)
 			}},
-		{name: "a merge-list element changed", doc: driftDeployment, want: takenOver, manager: "kubectl-edit",
+		{name: "a merge-list element changed", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				c := container(u)
 				c["env"].([]any)[0].(map[string]any)["value"] = "debug"
 				setContainer(t, u, c)
 			}},
-		{name: "a label changed", doc: driftDeployment, want: takenOver, manager: "kubectl-edit",
+		{name: "a label changed", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				labels := u.GetLabels()
 				labels["tier"] = "db"
 				u.SetLabels(labels)
 			}},
-		{name: "a field removed by hand", doc: driftDeployment, want: unowned,
+		{name: "a field removed by hand", doc: driftDeployment, want: drift.Unowned,
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				c := container(u)
 				delete(c, "args")
 				setContainer(t, u, c)
 			}},
-		{name: "the applied hash stripped", doc: driftDeployment, want: unowned,
+		{name: "the applied hash stripped", doc: driftDeployment, want: drift.Unowned,
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
 				u.SetAnnotations(nil)
 			}},
-		{name: "the applied hash rewritten", doc: driftDeployment, want: takenOver, manager: "kubectl-edit",
+		{name: "the applied hash rewritten", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
-				u.SetAnnotations(map[string]string{annotationAppliedHash: "0000"})
+				u.SetAnnotations(map[string]string{drift.AnnotationAppliedHash: "0000"})
 			}},
-		{name: "the template output changed", doc: driftDeployment, want: templateChanged,
+		{name: "the template output changed", doc: driftDeployment, want: drift.TemplateChanged,
 			change: func(u *unstructured.Unstructured) {
 				must(t, unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas"))
 			}},
@@ -164,7 +165,7 @@ func TestDetectDrift(t *testing.T) {
 			}
 			if tt.change != nil {
 				tt.change(want)
-				_, err := stampHash(want)
+				_, err := drift.StampHash(want)
 				must(t, err)
 			}
 			// The verdict is the same on the object as the server sends it
@@ -175,10 +176,10 @@ func TestDetectDrift(t *testing.T) {
 				t.Fatal("StripChild left the field sets as trees")
 			}
 			for form, obj := range map[string]*unstructured.Unstructured{"as sent": live, "as cached": cached.(*unstructured.Unstructured)} {
-				got := detectDrift(obj, want, want.GetAnnotations()[annotationAppliedHash])
-				if got.kind != tt.want || got.manager != tt.manager {
-					t.Errorf("%s: detectDrift = %s (field %q, manager %q), want %s (manager %q); managers %v",
-						form, got.kind, got.path, got.manager, tt.want, tt.manager, managersOf(live))
+				got := drift.Detect(obj, want, want.GetAnnotations()[drift.AnnotationAppliedHash])
+				if got.Kind != tt.want || got.Manager != tt.manager {
+					t.Errorf("%s: drift.Detect = %s (field %q, manager %q), want %s (manager %q); managers %v",
+						form, got.Kind, got.Path, got.Manager, tt.want, tt.manager, managersOf(live))
 				}
 			}
 		})

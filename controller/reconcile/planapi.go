@@ -6,7 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -15,19 +14,10 @@ import (
 )
 
 // What the planner (package plan, "stencil diff") shares with sync, so that
-// its plan is made the way sync makes its writes: DryRunApply (drift.go),
-// TemplateStatus (status.go), and the ones below.
-
-// AnnotationAppliedHash is the annotation on each child holding a hash of
-// the render stencil last applied; it is bookkeeping, not a change a person
-// reviews.
-const AnnotationAppliedHash = annotationAppliedHash
-
-// ScopeNamespaces returns the namespaces an entry covers under the
-// --namespace flag: "" means all; an empty result means none.
-func ScopeNamespaces(flagNS string, entry []string) []string {
-	return registry.ScopeNamespaces(flagNS, entry)
-}
+// its plan is made the way sync makes its writes: DryRunApply (dryrun.go),
+// TemplateStatus (status.go), and the ones below; the applied hash and the
+// revision annotation are the drift package's, the namespaces an entry
+// covers the registry's.
 
 // RevisionOnChildren reports whether the controller stamps the template
 // revision on each child of res, rendered with set, rather than in its
@@ -55,12 +45,6 @@ func RevisionOnChildren(ctx context.Context, client dynamic.Interface, res gvr.R
 	}
 	s, ok := registry.StatusSchema(store, res)
 	return ok && prunesRevision(s), nil
-}
-
-// StampRevision sets the template revision annotation on a child, as
-// sync does where RevisionOnChildren.
-func StampRevision(want *unstructured.Unstructured, revision string) {
-	stampRevision(want, revision)
 }
 
 // IsRejected reports whether the API server refused a write, or a dry run,

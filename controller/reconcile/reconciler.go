@@ -8,11 +8,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/registry"
 )
 
 // FieldManager is the server-side apply field manager of every write stencil makes.
-const FieldManager = "stencil"
+const FieldManager = drift.FieldManager
 
 // AnnotationPaused on a custom resource, set to "true", stops every write for it.
 const AnnotationPaused = "stencil.dev/paused"

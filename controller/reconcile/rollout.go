@@ -36,7 +36,7 @@ import (
 // (templates.AnnotationTemplateRevision). Earlier versions of stencil
 // stamped it on every child: a status without the field is read from its
 // children, and a child keeps the annotation until it is written anyway
-// (legacyHash), so an upgrade rewrites nothing. And where the CRD's status
+// (drift.LegacyHash), so an upgrade rewrites nothing. And where the CRD's status
 // schema would prune the field, stencil still stamps every child, the only
 // place left that survives a restart: a template change then writes every
 // child of the resources it moves (revisionOnChildren).

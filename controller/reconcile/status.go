@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/templates"
@@ -186,7 +187,7 @@ var standardStatusFields = func() map[string]bool {
 // statusFieldsOf lists the top-level status fields that stencil's own status
 // writes hold, from the resource's managedFields.
 func statusFieldsOf(parent *unstructured.Unstructured) map[string]bool {
-	set := fieldSetOf(managedFieldsOf(parent), func(e metav1.ManagedFieldsEntry) bool {
+	set := drift.FieldSet(drift.ManagedFields(parent), func(e metav1.ManagedFieldsEntry) bool {
 		return e.Manager == FieldManager && e.Subresource == "status"
 	})
 	out := map[string]bool{}

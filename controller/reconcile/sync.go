@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
@@ -229,7 +230,7 @@ func (c *Reconciler) applyAll(ctx context.Context, pk *registry.Parent, parent *
 	for i, want := range desired {
 		w.rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
 		if onChildren {
-			stampRevision(want, pk.Set.Revision())
+			drift.StampRevision(want, pk.Set.Revision())
 		}
 		r := c.applyChild(ctx, pk, parent, key, want)
 		if r.requeue > 0 {
@@ -340,7 +341,7 @@ func (c *Reconciler) applyChild(ctx context.Context, pk *registry.Parent, parent
 		return childResult{failReason: ReasonApplyFailed, err: requeue.Terminal(fmt.Errorf(
 			"%s/%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", gvk.Kind, want.GetName(), gvk))}
 	}
-	hash, err := stampHash(want)
+	hash, err := drift.StampHash(want)
 	if err != nil {
 		return childResult{failReason: ReasonRenderFailed, err: requeue.Terminal(err)}
 	}
@@ -408,22 +409,22 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstructured.Unstructured) childResult {
 	logger := klog.FromContext(ctx)
 	want := ch.want
-	d := detectDrift(live, want, legacyHash(live, want, ch.hash))
-	if d.kind == unowned && c.serverAgrees(ctx, ch.ck, want, live, ch.hash) {
+	d := drift.Detect(live, want, drift.LegacyHash(live, want, ch.hash))
+	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.ck, want, live, ch.hash) {
 		// No manager holds a field of the render, yet applying it
 		// would change nothing: the server dropped or normalised it.
-		d.kind = inSync
+		d.Kind = drift.InSync
 	}
-	if d.kind == inSync {
+	if d.Kind == drift.InSync {
 		return childResult{live: live}
 	}
 	if err := c.refusedBefore(ctx, ch.key, ch.ref, ch.hash, live, want); err != nil {
 		return childResult{err: err}
 	}
-	if d.kind != templateChanged && !c.guard.allow(ch.key) {
+	if d.Kind != drift.TemplateChanged && !c.guard.allow(ch.key) {
 		// Same template output, yet a field stencil sets was taken or
 		// removed again: something keeps reverting it.
-		msg := fightMessage(want, d)
+		msg := drift.FightMessage(want, d)
 		if c.guard.deny(ch.key, msg) && !isThrottled(ch.parent) {
 			// Once per episode; while it lasts, the Throttled
 			// condition reports each denied correction.
@@ -433,7 +434,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		return childResult{live: live, requeue: c.opts.FightInterval}
 	}
 	logger.V(2).Info("Child drifted", "kind", want.GetKind(), "child", klog.KObj(want),
-		"drift", d.kind.String(), "field", d.path, "manager", d.manager)
+		"drift", d.Kind.String(), "field", d.Path, "manager", d.Manager)
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}

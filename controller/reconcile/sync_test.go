@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 
@@ -238,9 +239,9 @@ func renderedLive(t *testing.T, path string, parent *unstructured.Unstructured, 
 	must(t, err)
 	for i, c := range children {
 		if legacy {
-			stampRevision(c, sets[0].Revision())
+			drift.StampRevision(c, sets[0].Revision())
 		}
-		_, err := stampHash(c)
+		_, err := drift.StampHash(c)
 		must(t, err)
 		c = serverApply(t, nil, c)
 		children[i] = c
@@ -373,7 +374,7 @@ func TestFieldsTheTemplateDoesNotSetAreLeftAlone(t *testing.T) {
 	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
 	// Fields set by others (an annotation, a sidecar's env) cost nothing.
 	children[0] = serverUpdate(t, children[0], "someone", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{annotationAppliedHash: u.GetAnnotations()[annotationAppliedHash], "other": "x"})
+		u.SetAnnotations(map[string]string{drift.AnnotationAppliedHash: u.GetAnnotations()[drift.AnnotationAppliedHash], "other": "x"})
 		must(t, unstructured.SetNestedField(u.Object, "OnFailure", "spec", "template", "spec", "restartPolicy"))
 	})
 	f.cache = append(f.cache, p)

@@ -1,27 +1,4 @@
-package reconcile
-
-import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"sort"
-	"strings"
-	"sync"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/klog/v2"
-
-	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/templates"
-)
-
-// Drift detection decides whether a live child needs an apply, from what the
+// Package drift decides whether a live child needs an apply, from what the
 // API server records rather than from its values.
 //
 // Comparing rendered values with stored ones cannot work: the server
@@ -39,7 +16,8 @@ import (
 //     whose stencil entry still holds every field the render sets is exactly
 //     what stencil last applied, whatever the server made of the values.
 //
-// The walk is schema-free on purpose: the desired object's fields are matched
+// The choice a newcomer may question: the walk is schema-free on purpose.
+// The desired object's fields are matched
 // against stencil's field set as the server wrote it, with the server's own
 // schema (list keys, atomic lists) already applied. A list element matches a
 // keyed entry (k:{...}) when every key field the render sets has the same
@@ -51,79 +29,99 @@ import (
 //
 // What ownership cannot tell, a field of the render that no manager holds
 // (the server dropped it, or someone deleted it), is asked of the server
-// itself with a dry-run apply; see Reconciler.serverAgrees.
+// itself with a dry-run apply (the reconcile package's serverAgrees).
+package drift
 
-// driftKind says why a child needs an apply.
-type driftKind int
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
 
-const (
-	// inSync: stencil's entry holds every field of the render.
-	inSync driftKind = iota
-	// templateChanged: the render differs from what stencil last applied.
-	templateChanged
-	// takenOver: another field manager holds a field the render sets.
-	takenOver
-	// unowned: a field of the render is held by no manager at all.
-	unowned
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"stencil.dev/stencil/templates"
 )
 
-// drift is the verdict on one live child.
-type drift struct {
-	kind driftKind
-	// path is the first field of the render stencil does not hold.
-	path string
-	// manager holds path, for takenOver.
-	manager string
+// FieldManager is the server-side apply field manager of every write
+// stencil makes: its Apply entry is what Detect reads.
+const FieldManager = "stencil"
+
+// Kind says why a child needs an apply.
+type Kind int
+
+const (
+	// InSync: stencil's entry holds every field of the render.
+	InSync Kind = iota
+	// TemplateChanged: the render differs from what stencil last applied.
+	TemplateChanged
+	// TakenOver: another field manager holds a field the render sets.
+	TakenOver
+	// Unowned: a field of the render is held by no manager at all.
+	Unowned
+)
+
+// Verdict is the verdict on one live child.
+type Verdict struct {
+	// Kind says whether, and why, the child needs an apply.
+	Kind Kind
+	// Path is the first field of the render stencil does not hold.
+	Path string
+	// Manager holds Path, for TakenOver.
+	Manager string
 }
 
-// detectDrift compares the live child with the render want, whose hash is
+// Detect compares the live child with the render want, whose hash is
 // hash, through the applied-hash annotation and stencil's managed fields.
-func detectDrift(live, want *unstructured.Unstructured, hash string) drift {
-	entries := managedFieldsOf(live)
-	mine := fieldSetOf(entries, func(e metav1.ManagedFieldsEntry) bool { return isStencilApply(e) })
-	if live.GetAnnotations()[annotationAppliedHash] != hash {
-		hashPath := []string{"f:metadata", "f:annotations", "f:" + annotationAppliedHash}
+func Detect(live, want *unstructured.Unstructured, hash string) Verdict {
+	entries := ManagedFields(live)
+	mine := FieldSet(entries, func(e metav1.ManagedFieldsEntry) bool { return isStencilApply(e) })
+	if live.GetAnnotations()[AnnotationAppliedHash] != hash {
+		hashPath := []string{"f:metadata", "f:annotations", "f:" + AnnotationAppliedHash}
 		if hasPath(mine, hashPath) {
-			return drift{kind: templateChanged}
+			return Verdict{Kind: TemplateChanged}
 		}
 		// Someone else rewrote or removed stencil's hash: that is drift in
 		// a field stencil sets, not a template change, and goes through
 		// the fight limiter like any other.
-		return ownerOf(entries, "metadata.annotations."+annotationAppliedHash, hashPath)
+		return ownerOf(entries, "metadata.annotations."+AnnotationAppliedHash, hashPath)
 	}
 	path, where := missingField(want.Object, mine, nil, true)
 	if path == nil {
-		return drift{kind: inSync}
+		return Verdict{Kind: InSync}
 	}
 	return ownerOf(entries, where, path)
 }
 
 // ownerOf names the other manager that holds path, if any.
-func ownerOf(entries []metav1.ManagedFieldsEntry, where string, path []string) drift {
+func ownerOf(entries []metav1.ManagedFieldsEntry, where string, path []string) Verdict {
 	var managers []string
 	for _, e := range entries {
 		if isStencilApply(e) {
 			continue
 		}
-		if hasPath(fieldSetOf([]metav1.ManagedFieldsEntry{e}, func(metav1.ManagedFieldsEntry) bool { return true }), path) {
+		if hasPath(FieldSet([]metav1.ManagedFieldsEntry{e}, func(metav1.ManagedFieldsEntry) bool { return true }), path) {
 			managers = append(managers, e.Manager)
 		}
 	}
 	if len(managers) == 0 {
-		return drift{kind: unowned, path: where}
+		return Verdict{Kind: Unowned, Path: where}
 	}
 	sort.Strings(managers)
-	return drift{kind: takenOver, path: where, manager: strings.Join(managers, ", ")}
+	return Verdict{Kind: TakenOver, Path: where, Manager: strings.Join(managers, ", ")}
 }
 
 func isStencilApply(e metav1.ManagedFieldsEntry) bool {
 	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
 }
 
-// fieldSetOf decodes the FieldsV1 of the entries that keep selects, merged.
+// FieldSet decodes the FieldsV1 of the entries that keep selects, merged.
 // An entry that does not decode counts as empty: it can only make stencil
 // apply once more, never skip a needed write.
-func fieldSetOf(entries []metav1.ManagedFieldsEntry, keep func(metav1.ManagedFieldsEntry) bool) map[string]any {
+func FieldSet(entries []metav1.ManagedFieldsEntry, keep func(metav1.ManagedFieldsEntry) bool) map[string]any {
 	set := map[string]any{}
 	for _, e := range entries {
 		if !keep(e) || e.FieldsV1 == nil {
@@ -406,133 +404,41 @@ func readable(path []string) string {
 }
 
 // String names the drift kind for logs.
-func (k driftKind) String() string {
+func (k Kind) String() string {
 	switch k {
-	case inSync:
+	case InSync:
 		return "none"
-	case templateChanged:
-		return "templateChanged"
-	case takenOver:
-		return "takenOver"
+	case TemplateChanged:
+		return "TemplateChanged"
+	case TakenOver:
+		return "TakenOver"
 	default:
-		return "unowned"
+		return "Unowned"
 	}
 }
 
-// fightMessage says which field of which child keeps being reverted, and by
+// FightMessage says which field of which child keeps being reverted, and by
 // whom when managedFields name the writer.
-func fightMessage(want *unstructured.Unstructured, d drift) string {
+func FightMessage(want *unstructured.Unstructured, d Verdict) string {
 	who := "removed by a writer that left no field manager entry"
-	if d.manager != "" {
-		who = "now held by field manager " + d.manager
+	if d.Manager != "" {
+		who = "now held by field manager " + d.Manager
 	}
 	return fmt.Sprintf("%s/%s: field %s, which stencil sets, keeps being changed (%s)",
-		want.GetKind(), want.GetName(), d.path, who)
+		want.GetKind(), want.GetName(), d.Path, who)
 }
 
-// dryRunMemo remembers the live versions for which a dry-run apply showed
-// that applying the render would change nothing, so that the question costs
-// one request per change of the child or the template, not one per sync.
-type dryRunMemo struct {
-	mu   sync.Mutex
-	seen map[types.UID]string // child UID -> resourceVersion/hash
-}
-
-func (m *dryRunMemo) has(uid types.UID, v string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.seen[uid] == v
-}
-
-func (m *dryRunMemo) set(uid types.UID, v string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.seen == nil {
-		m.seen = map[types.UID]string{}
-	}
-	m.seen[uid] = v
-}
-
-// forget drops a deleted child.
-func (m *dryRunMemo) forget(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.seen, uid)
-}
-
-// serverAgrees asks the API server, with a dry-run apply that persists
-// nothing, whether applying want to live would change the object. It is
-// used only where field ownership cannot tell (a field of the render that no
-// manager holds), and its answer is remembered per resourceVersion.
-func (c *Reconciler) serverAgrees(ctx context.Context, ck *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
-	version := live.GetResourceVersion() + "/" + hash
-	if c.dryRuns.has(live.GetUID(), version) {
-		return true
-	}
-	c.opts.Metrics.dryRuns.WithLabelValues(ck.GVK.Kind).Inc()
-	client := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace())
-	// The cache holds a stripped child (transform.go): compare with the
-	// whole object.
-	whole, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Reading child for a dry run failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
-		return false
-	}
-	result, err := dryRunApply(ctx, client, want)
-	if err != nil {
-		// The real apply will meet the same error and report it.
-		klog.FromContext(ctx).V(2).Info("Dry-run apply failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
-		return false
-	}
-	if !sameJSON(comparable(result), comparable(whole)) {
-		return false
-	}
-	c.dryRuns.set(live.GetUID(), version)
-	return true
-}
-
-// DryRunApply asks the API server what applying want would make of the
-// object, persisting nothing: the forced server-side apply that sync makes,
-// as field manager stencil, with the applied-hash annotation stamped on a
-// copy of want, and dryRun=All. "stencil diff" uses it so that its plan and
-// the controller's writes cannot disagree.
-func DryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	want = want.DeepCopy()
-	if _, err := stampHash(want); err != nil {
-		return nil, err
-	}
-	return dryRunApply(ctx, client, want)
-}
-
-// dryRunApply is DryRunApply for a render already stamped with its hash.
-func dryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
-}
-
-// comparable strips what an apply result differs in without the object
-// changing: bookkeeping metadata and status.
-func comparable(u *unstructured.Unstructured) map[string]any {
-	out := runtime.DeepCopyJSON(u.Object)
-	delete(out, "status")
-	if md, ok := out["metadata"].(map[string]any); ok {
-		for _, k := range []string{"managedFields", "resourceVersion", "generation", "creationTimestamp"} {
-			delete(md, k)
-		}
-	}
-	return out
-}
-
-// annotationAppliedHash records, on each child, a hash of what stencil last
+// AnnotationAppliedHash records, on each child, a hash of what stencil last
 // applied. A changed hash means the template output changed (apply, even if
 // only a field was removed); an unchanged hash with different live fields
 // means someone else reverted a field (drift, guarded by the fight limiter).
-const annotationAppliedHash = "stencil.dev/applied-hash"
+const AnnotationAppliedHash = "stencil.dev/applied-hash"
 
-// stampHash sets the applied-hash annotation on want to a hash of want
+// StampHash sets the applied-hash annotation on want to a hash of want
 // without it. JSON encoding of maps sorts keys, so the hash is stable.
-func stampHash(want *unstructured.Unstructured) (string, error) {
+func StampHash(want *unstructured.Unstructured) (string, error) {
 	annotations := want.GetAnnotations()
-	delete(annotations, annotationAppliedHash)
+	delete(annotations, AnnotationAppliedHash)
 	if len(annotations) == 0 {
 		unstructured.RemoveNestedField(want.Object, "metadata", "annotations")
 	} else {
@@ -547,14 +453,14 @@ func stampHash(want *unstructured.Unstructured) (string, error) {
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[annotationAppliedHash] = hash
+	annotations[AnnotationAppliedHash] = hash
 	want.SetAnnotations(annotations)
 	return hash, nil
 }
 
-// stampRevision sets the template revision annotation on want, for an
+// StampRevision sets the template revision annotation on want, for an
 // entry whose status cannot hold the revision (revisionOnChildren).
-func stampRevision(want *unstructured.Unstructured, revision string) {
+func StampRevision(want *unstructured.Unstructured, revision string) {
 	annotations := want.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -563,15 +469,15 @@ func stampRevision(want *unstructured.Unstructured, revision string) {
 	want.SetAnnotations(annotations)
 }
 
-// legacyHash returns the hash live's applied-hash annotation must equal for
+// LegacyHash returns the hash live's applied-hash annotation must equal for
 // want, stamped hash, to be unchanged. A child written by an earlier
 // version of stencil carries the template revision annotation, and its
 // hash covers it; the render no longer has it. Hashed as that version
 // would have, the render is unchanged when only the annotation differs:
 // the child is not written for it, and loses the annotation the next time
 // it is written anyway.
-func legacyHash(live, want *unstructured.Unstructured, hash string) string {
-	liveHash := live.GetAnnotations()[annotationAppliedHash]
+func LegacyHash(live, want *unstructured.Unstructured, hash string) string {
+	liveHash := live.GetAnnotations()[AnnotationAppliedHash]
 	rev, ok := live.GetAnnotations()[templates.AnnotationTemplateRevision]
 	if liveHash == hash || !ok {
 		return hash
@@ -580,8 +486,8 @@ func legacyHash(live, want *unstructured.Unstructured, hash string) string {
 		return hash
 	}
 	old := want.DeepCopy()
-	stampRevision(old, rev)
-	if h, err := stampHash(old); err == nil && h == liveHash {
+	StampRevision(old, rev)
+	if h, err := StampHash(old); err == nil && h == liveHash {
 		return h
 	}
 	return hash

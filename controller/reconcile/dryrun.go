@@ -1,0 +1,111 @@
+package reconcile
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/registry"
+)
+
+// The dry run: what field ownership cannot tell (drift.Unowned) is asked
+// of the API server itself, and the answer remembered.
+
+// dryRunMemo remembers the live versions for which a dry-run apply showed
+// that applying the render would change nothing, so that the question costs
+// one request per change of the child or the template, not one per sync.
+type dryRunMemo struct {
+	mu   sync.Mutex
+	seen map[types.UID]string // child UID -> resourceVersion/hash
+}
+
+func (m *dryRunMemo) has(uid types.UID, v string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen[uid] == v
+}
+
+func (m *dryRunMemo) set(uid types.UID, v string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen == nil {
+		m.seen = map[types.UID]string{}
+	}
+	m.seen[uid] = v
+}
+
+// forget drops a deleted child.
+func (m *dryRunMemo) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.seen, uid)
+}
+
+// serverAgrees asks the API server, with a dry-run apply that persists
+// nothing, whether applying want to live would change the object. It is
+// used only where field ownership cannot tell (a field of the render that no
+// manager holds), and its answer is remembered per resourceVersion.
+func (c *Reconciler) serverAgrees(ctx context.Context, ck *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
+	version := live.GetResourceVersion() + "/" + hash
+	if c.dryRuns.has(live.GetUID(), version) {
+		return true
+	}
+	c.opts.Metrics.dryRuns.WithLabelValues(ck.GVK.Kind).Inc()
+	client := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace())
+	// The cache holds a stripped child (transform.go): compare with the
+	// whole object.
+	whole, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Reading child for a dry run failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
+		return false
+	}
+	result, err := dryRunApply(ctx, client, want)
+	if err != nil {
+		// The real apply will meet the same error and report it.
+		klog.FromContext(ctx).V(2).Info("Dry-run apply failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
+		return false
+	}
+	if !sameJSON(comparable(result), comparable(whole)) {
+		return false
+	}
+	c.dryRuns.set(live.GetUID(), version)
+	return true
+}
+
+// DryRunApply asks the API server what applying want would make of the
+// object, persisting nothing: the forced server-side apply that sync makes,
+// as field manager stencil, with the applied-hash annotation stamped on a
+// copy of want, and dryRun=All. "stencil diff" uses it so that its plan and
+// the controller's writes cannot disagree.
+func DryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	want = want.DeepCopy()
+	if _, err := drift.StampHash(want); err != nil {
+		return nil, err
+	}
+	return dryRunApply(ctx, client, want)
+}
+
+// dryRunApply is DryRunApply for a render already stamped with its hash.
+func dryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+}
+
+// comparable strips what an apply result differs in without the object
+// changing: bookkeeping metadata and status.
+func comparable(u *unstructured.Unstructured) map[string]any {
+	out := runtime.DeepCopyJSON(u.Object)
+	delete(out, "status")
+	if md, ok := out["metadata"].(map[string]any); ok {
+		for _, k := range []string{"managedFields", "resourceVersion", "generation", "creationTimestamp"} {
+			delete(md, k)
+		}
+	}
+	return out
+}
