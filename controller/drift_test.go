@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 )
 
@@ -182,5 +184,24 @@ func TestDetectDrift(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := &Controller{expect: newExpectations()}
+	h := c.childHandler(ctx)
+	for _, tombstone := range []bool{false, true} {
+		child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": "a", "namespace": "ns", "uid": "uid-svc"}}}
+		c.dryRuns.set(child.GetUID(), "1/hash")
+		var obj any = child
+		if tombstone {
+			obj = cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: child}
+		}
+		h.OnDelete(obj)
+		if c.dryRuns.has(child.GetUID(), "1/hash") || len(c.dryRuns.seen) != 0 {
+			t.Errorf("tombstone %v: the dry-run memo still holds the deleted child", tombstone)
+		}
 	}
 }
