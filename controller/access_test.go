@@ -85,7 +85,7 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 	dir := t.TempDir()
 	path := writeConfig(t, dir, registryConfig(t, false, false))
 	kube := newReviewer("create configmaps", "patch configmaps", "delete configmaps")
-	p := startPlaneKube(t, path, false, kube, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"),
+	p := startPlaneKube(t, path, kube, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"),
 		webapp("a", map[string]any{"replicas": int64(1), "image": "nginx"}))
 	p.eventually("webapps is served and reconciled", func() bool { return p.served(webappGVR) && p.applied(deploymentGVR, "a") })
 	before, kinds := p.c.reg.Parent(webappGVR), p.c.reg.ChildKinds()
@@ -137,7 +137,7 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 func TestReloadAddingAResourceStencilMayNotWatchIsRefused(t *testing.T) {
 	path := writeConfig(t, t.TempDir(), registryConfig(t, false, false))
 	kube := newReviewer("watch gizmos", "patch gizmos/status")
-	p := startPlaneKube(t, path, false, kube, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"),
+	p := startPlaneKube(t, path, kube, crdObject("webapps", "apps.example.com", "WebApp", "v1beta1"),
 		crdObject("gizmos", "toys.example.com", "Gizmo", "v1"))
 	p.eventually("webapps is served", func() bool { return p.served(webappGVR) })
 

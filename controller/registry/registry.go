@@ -271,43 +271,10 @@ func (r *Registry) ChildKinds() []*Child {
 	return out
 }
 
-// WaitingKinds and RefusedKinds return the child kinds not (yet) served
-// and those refused as cluster-scoped.
-func (r *Registry) WaitingKinds() map[schema.GroupVersionKind]bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return copyKinds(r.waitingKinds)
-}
-
-// RefusedKinds returns the child kinds refused as cluster-scoped.
-func (r *Registry) RefusedKinds() map[schema.GroupVersionKind]bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return copyKinds(r.refusedKinds)
-}
-
-func copyKinds(m map[schema.GroupVersionKind]bool) map[schema.GroupVersionKind]bool {
-	out := make(map[schema.GroupVersionKind]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// ServedBy returns the configured resource that serves kind gk, if one does.
-func (r *Registry) ServedBy(gk schema.GroupKind) (schema.GroupVersionResource, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	g, ok := r.byKind[gk]
-	return g, ok
-}
-
-// ResolveWaiting looks the child kinds that are not served yet up again,
-// as a CRD change does.
-func (r *Registry) ResolveWaiting(ctx context.Context) { r.resolveWaiting(ctx) }
-
 // Evaluate re-evaluates every configured resource against the CRD cache as
-// it is, synced or not: tests fill that cache by hand.
+// it is, synced or not. Refresh waits for the CRD informer to sync; the
+// controller package's fixture fills that cache by hand (see CRDs) and
+// never runs an informer, so no CRD event would re-evaluate it.
 func (r *Registry) Evaluate(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -316,7 +283,8 @@ func (r *Registry) Evaluate(ctx context.Context) {
 	}
 }
 
-// CRDs returns the CRD informer (tests fill its cache).
+// CRDs returns the CRD informer, whose cache the controller package's
+// fixture fills by hand, as sample-controller's tests fill their informers'.
 func (r *Registry) CRDs() cache.SharedIndexInformer { return r.crds }
 
 // ResolveOwner returns the GVR of the cached custom resource that ref names
