@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
@@ -109,18 +110,34 @@ func (f *fixture) newReconciler(ctx context.Context) {
 		return true, u, nil
 	})
 	f.recorder = record.NewFakeRecorder(100)
-	reg, err := registry.New(ctx, registry.Options{Dynamic: f.client, Mapper: mapper,
-		Hooks: registry.Hooks{ParentTransform: StripParent, ChildTransform: StripChild}}, cfg, sets)
-	must(f.t, err)
-	// The WebApp CRD is installed and Established: the resource is served.
-	must(f.t, reg.CRDs().GetIndexer().Add(&unstructured.Unstructured{Object: map[string]any{
+	// The registry watches a client of its own that holds only the
+	// WebApp CRD, installed and Established: the resource is served, and
+	// every cache starts empty and synced. The test then fills the caches
+	// by hand, as sample-controller's tests fill their informers'.
+	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "webapps.apps.example.com"},
-		"spec": map[string]any{"names": map[string]any{"kind": "WebApp"},
-			"versions": []any{map[string]any{"name": "v1beta1", "served": true}}},
+		"spec": map[string]any{"group": "apps.example.com", "scope": "Namespaced",
+			"names":    map[string]any{"kind": "WebApp", "plural": "webapps"},
+			"versions": []any{map[string]any{"name": "v1beta1", "served": true, "storage": true}}},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": "True"}}},
-	}}))
-	reg.Evaluate(ctx)
+	}}
+	watched := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		registry.CRDResource: "CustomResourceDefinitionList", webappGVR: "WebAppList", deploymentGVR: "DeploymentList", serviceGVR: "ServiceList",
+	}, crd)
+	reg, err := registry.New(ctx, registry.Options{Dynamic: watched, Mapper: mapper,
+		Hooks: registry.Hooks{ParentTransform: StripParent, ChildTransform: StripChild}}, cfg, sets)
+	must(f.t, err)
+	regCtx, stop := context.WithCancel(ctx)
+	f.t.Cleanup(stop)
+	reg.Start(regCtx)
+	if !cache.WaitForCacheSync(regCtx.Done(), reg.Synced) {
+		f.t.Fatal("the CRD and child caches did not sync")
+	}
+	reg.Refresh(regCtx)
+	if !cache.WaitForCacheSync(regCtx.Done(), reg.Synced) || reg.Parent(webappGVR) == nil || !reg.Parent(webappGVR).Served {
+		f.t.Fatal("webapps is not served")
+	}
 	for _, o := range f.cache {
 		switch o.GroupVersionKind().Kind {
 		case "WebApp":

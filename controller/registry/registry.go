@@ -271,22 +271,6 @@ func (r *Registry) ChildKinds() []*Child {
 	return out
 }
 
-// Evaluate re-evaluates every configured resource against the CRD cache as
-// it is, synced or not. Refresh waits for the CRD informer to sync; the
-// controller package's fixture fills that cache by hand (see CRDs) and
-// never runs an informer, so no CRD event would re-evaluate it.
-func (r *Registry) Evaluate(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for g, pk := range r.resources {
-		r.refreshLocked(ctx, g, pk)
-	}
-}
-
-// CRDs returns the CRD informer, whose cache the controller package's
-// fixture fills by hand, as sample-controller's tests fill their informers'.
-func (r *Registry) CRDs() cache.SharedIndexInformer { return r.crds }
-
 // ResolveOwner returns the GVR of the cached custom resource that ref names
 // in ns, matching group, kind and UID: a kind alone is ambiguous when
 // several CRDs are served.
