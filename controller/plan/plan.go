@@ -33,6 +33,7 @@ import (
 
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
@@ -47,9 +48,9 @@ const (
 
 // Reasons of a resource the diff could not plan.
 const (
-	reasonRenderFailed = reconcile.ReasonRenderFailed
-	reasonApplyFailed  = reconcile.ReasonApplyFailed
-	reasonConflict     = reconcile.ReasonOwnershipConflict
+	reasonRenderFailed = status.ReasonRenderFailed
+	reasonApplyFailed  = status.ReasonApplyFailed
+	reasonConflict     = status.ReasonOwnershipConflict
 )
 
 // Planner plans one config against the live cluster.
@@ -341,7 +342,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 	}
 
 	// Status: the fields the status template renders.
-	if changes := statusChanges(parent, reconcile.TemplateStatus(parent, extra)); len(changes) > 0 {
+	if changes := statusChanges(parent, status.TemplateStatus(parent, extra)); len(changes) > 0 {
 		r.children = append(r.children, childDiff{Parent: ref, Kind: parent.GetKind(),
 			Namespace: parent.GetNamespace(), Name: parent.GetName(), Action: actionUpdate, Changes: changes})
 	}

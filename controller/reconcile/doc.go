@@ -7,7 +7,7 @@
 //
 // The choice a newcomer may question: a child is written only when it
 // drifted, and drift is decided from what the API server records, never by
-// comparing rendered values with stored ones (drift.go explains why). The
+// comparing rendered values with stored ones (package drift explains why). The
 // applied-hash annotation says whether the template output changed; the
 // child's managedFields say whether another writer took a field stencil
 // sets. Server-side apply is idempotent, so "always apply" would be correct,

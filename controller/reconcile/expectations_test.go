@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+	"stencil.dev/stencil/controller/reconcile/status"
 )
 
 // lateWatch is a fake API server for one Deployment whose watch delivers
@@ -114,7 +115,7 @@ func (f *fixture) events() []string {
 func throttledIn(f *fixture) bool {
 	for _, a := range f.client.Actions() {
 		if p, ok := a.(core.PatchAction); ok && p.GetSubresource() == "status" &&
-			strings.Contains(string(p.GetPatch()), `"type":"`+ConditionThrottled+`"`) && strings.Contains(string(p.GetPatch()), `"True"`) {
+			strings.Contains(string(p.GetPatch()), `"type":"`+status.ConditionThrottled+`"`) && strings.Contains(string(p.GetPatch()), `"True"`) {
 			return true
 		}
 	}
@@ -145,7 +146,7 @@ func TestHandEditCostsOneWriteWhileTheWatchLags(t *testing.T) {
 		t.Errorf("after the watch event: %d applies in all, want 1", got)
 	}
 	for _, e := range f.events() {
-		if strings.Contains(e, reasonFighting) {
+		if strings.Contains(e, status.ReasonFieldFight) {
 			t.Errorf("one hand edit recorded %q", e)
 		}
 	}
@@ -176,7 +177,7 @@ func TestFightingWriterIsRateLimited(t *testing.T) {
 	}
 	fights := 0
 	for _, e := range f.events() {
-		if strings.Contains(e, reasonFighting) {
+		if strings.Contains(e, status.ReasonFieldFight) {
 			fights++
 			if !strings.Contains(e, "kubectl-set") {
 				t.Errorf("the FieldFight event does not name kubectl-set: %q", e)

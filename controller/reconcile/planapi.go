@@ -15,7 +15,7 @@ import (
 
 // What the planner (package plan, "stencil diff") shares with sync, so that
 // its plan is made the way sync makes its writes: DryRunApply (dryrun.go),
-// TemplateStatus (status.go), and the ones below; the applied hash and the
+// status.TemplateStatus, and the ones below; the applied hash and the
 // revision annotation are the drift package's, the namespaces an entry
 // covers the registry's.
 

@@ -9,7 +9,7 @@ import (
 // in one place: one map keyed by Key, one lock, one forget, whether the
 // resource is deleted or its entry leaves the config. The fight guard, the
 // status memo, the refusal memo and the render failures are views of it
-// (guard.go, status.go, refusals.go, renderfailures.go). Everything here is
+// (guard.go, statuspatch.go, refusals.go, renderfailures.go). Everything here is
 // a memo or a rate limit: losing it (a restart) costs at most a request,
 // never a wrong write. The rollout state is the entry's, not one
 // resource's (rollout.go); the expectations are per child (expectations.go).
@@ -19,7 +19,7 @@ type resourceState struct {
 	// fight is its fight episode and correction budget (guard.go).
 	fight *fightState
 	// status is the last status patch sent and what the server stored
-	// (status.go); sent says whether there was one.
+	// (statuspatch.go); sent says whether there was one.
 	status [2]string
 	sent   bool
 	// refused are the children the API server refused (refusals.go).

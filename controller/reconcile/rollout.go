@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
@@ -357,9 +358,9 @@ func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision 
 	moved, all := revisionOf(parent, objs, revision)
 	anyFailed, allReady := false, true
 	for _, ch := range children {
-		r := readiness(ch.obj)
-		anyFailed = anyFailed || r.failed
-		allReady = allReady && r.ok
+		r := status.ReadinessOf(ch.obj)
+		anyFailed = anyFailed || r.Failed
+		allReady = allReady && r.OK
 	}
 	switch {
 	case !moved:

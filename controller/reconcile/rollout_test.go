@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -395,9 +396,9 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 				t.Fatalf("%s/%s: the fixture's legacy child has no revision annotation", ch.GetKind(), ch.GetName())
 			}
 		}
-		status := (&Reconciler{opts: Options{FightInterval: 10}}).desiredStatus(parent, outcome{live: children, extra: map[string]any{"image": spec["image"]}})
+		st := status.Desired(parent, status.Outcome{Live: children, Extra: map[string]any{"image": spec["image"]}})
 		parent = parent.DeepCopy()
-		parent.Object["status"] = status
+		parent.Object["status"] = st
 		return parent, children
 	}
 	var parents []*unstructured.Unstructured

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/requeue"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,29 +30,29 @@ func demoSpec() map[string]any {
 // earlier sync of the same generation would have written them.
 func withConditions(parent *unstructured.Unstructured, conds ...metav1.Condition) *unstructured.Unstructured {
 	parent = parent.DeepCopy()
-	status := currentStatus(parent)
-	status["observedGeneration"] = parent.GetGeneration()
+	st := status.Current(parent)
+	st["observedGeneration"] = parent.GetGeneration()
 	for i := range conds {
 		conds[i].ObservedGeneration = parent.GetGeneration()
 		conds[i].LastTransitionTime = metav1.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	setConditions(status, conds)
-	parent.Object["status"] = status
+	status.SetConditions(st, conds)
+	parent.Object["status"] = st
 	return parent
 }
 
-func condition(typ string, status metav1.ConditionStatus, reason, message string) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message}
+func condition(typ string, st metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: message}
 }
 
 var (
 	wasConverging = []metav1.Condition{
-		condition(ConditionReady, metav1.ConditionFalse, ReasonProgressing, "0 of 2 children ready"),
-		condition(ConditionReconciling, metav1.ConditionTrue, ReasonProgressing, "0 of 2 children ready"),
+		condition(status.ConditionReady, metav1.ConditionFalse, status.ReasonProgressing, "0 of 2 children ready"),
+		condition(status.ConditionReconciling, metav1.ConditionTrue, status.ReasonProgressing, "0 of 2 children ready"),
 	}
 	wasStalled = []metav1.Condition{
-		condition(ConditionReady, metav1.ConditionFalse, ReasonRenderFailed, "bad template input"),
-		condition(ConditionStalled, metav1.ConditionTrue, ReasonRenderFailed, "bad template input"),
+		condition(status.ConditionReady, metav1.ConditionFalse, status.ReasonRenderFailed, "bad template input"),
+		condition(status.ConditionStalled, metav1.ConditionTrue, status.ReasonRenderFailed, "bad template input"),
 	}
 )
 
@@ -113,7 +114,7 @@ func (f *fixture) feedBack(actions []core.Action) map[string]metav1.Condition {
 	for _, o := range f.cache {
 		if o.GetKind() == "WebApp" {
 			out := map[string]metav1.Condition{}
-			for _, c := range conditionsOf(currentStatus(o)) {
+			for _, c := range status.Conditions(status.Current(o)) {
 				out[c.Type] = c
 			}
 			return out
@@ -241,12 +242,12 @@ func TestConditionsInEachState(t *testing.T) {
 			expectActions(t, actions, tc.actions...)
 			conds := f.feedBack(actions)
 
-			ready := conds[ConditionReady]
+			ready := conds[status.ConditionReady]
 			if got := string(ready.Status) + "/" + ready.Reason; got != tc.ready {
 				t.Errorf("Ready = %s, want %s", got, tc.ready)
 			}
 			var progress []string
-			for _, typ := range []string{ConditionReconciling, ConditionStalled} {
+			for _, typ := range []string{status.ConditionReconciling, status.ConditionStalled} {
 				c, ok := conds[typ]
 				if !ok {
 					continue
@@ -258,14 +259,14 @@ func TestConditionsInEachState(t *testing.T) {
 				if c.ObservedGeneration != 1 {
 					t.Errorf("%s observedGeneration = %d, want 1", typ, c.ObservedGeneration)
 				}
-				if ready.Reason != ReasonPaused && (c.Reason != ready.Reason || c.Message != ready.Message) {
+				if ready.Reason != status.ReasonPaused && (c.Reason != ready.Reason || c.Message != ready.Message) {
 					t.Errorf("%s says %s %q, Ready says %s %q: want Ready's reason and message", typ, c.Reason, c.Message, ready.Reason, ready.Message)
 				}
 			}
 			if got := strings.Join(progress, ", "); got != tc.progress {
 				t.Errorf("Reconciling/Stalled = %q, want %q", got, tc.progress)
 			}
-			if meta.IsStatusConditionTrue(conditionsList(conds), ConditionReady) && len(progress) > 0 {
+			if meta.IsStatusConditionTrue(conditionsList(conds), status.ConditionReady) && len(progress) > 0 {
 				t.Errorf("Ready is True with %s", progress)
 			}
 
@@ -287,30 +288,4 @@ func conditionsList(m map[string]metav1.Condition) []metav1.Condition {
 		out = append(out, c)
 	}
 	return out
-}
-
-func TestDeploymentReadinessNamesWhyItIsStuck(t *testing.T) {
-	d := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": "web", "generation": int64(1)},
-		"spec":     map[string]any{"replicas": int64(1)},
-		"status": map[string]any{
-			"observedGeneration": int64(1), "replicas": int64(0),
-			"conditions": []any{
-				map[string]any{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."},
-				map[string]any{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
-					"message": `Pod "web-1" is invalid: spec.containers[0].image: Invalid value: " pause": must not have leading or trailing whitespace`},
-			},
-		},
-	}}
-	r := readiness(d)
-	want := `Replicas: 0/1: FailedCreate: Pod "web-1" is invalid: spec.containers[0].image: Invalid value: " pause": must not have leading or trailing whitespace`
-	if r.ok || r.why != want {
-		t.Errorf("readiness = %+v, want not ok, why %q", r, want)
-	}
-	// Without such a condition the message is kstatus's alone.
-	unstructured.RemoveNestedField(d.Object, "status", "conditions")
-	if r := readiness(d); r.why != "Replicas: 0/1" {
-		t.Errorf("readiness without conditions: why %q", r.why)
-	}
 }

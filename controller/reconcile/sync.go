@@ -21,28 +21,21 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
-// Reasons of the Ready condition and of events.
+// Reasons of events (those of the Ready condition are the status package's).
 const (
-	ReasonAllChildrenReady  = "AllChildrenReady"
-	ReasonProgressing       = "Progressing"
-	ReasonRenderFailed      = "RenderFailed"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonOwnershipConflict = "OwnershipConflict"
-	ReasonPaused            = "Paused"
-	ReasonChildFailed       = "ChildFailed"
-	reasonCreated           = "Created"
-	reasonUpdated           = "Updated"
-	reasonPruned            = "Pruned"
-	reasonPruneFailed       = "PruneFailed"
-	reasonFighting          = "FieldFight"
-	reasonStatusRejected    = "StatusRejected"
-	reasonRolloutHalted     = "RolloutHalted"
+	reasonCreated        = "Created"
+	reasonUpdated        = "Updated"
+	reasonPruned         = "Pruned"
+	reasonPruneFailed    = "PruneFailed"
+	reasonStatusRejected = "StatusRejected"
+	reasonRolloutHalted  = "RolloutHalted"
 )
 
 // childRef names a child within one parent.
@@ -53,28 +46,6 @@ type childRef struct {
 
 // String names the child as Kind/name, as events and conditions do.
 func (r childRef) String() string { return r.gvk.Kind + "/" + r.name }
-
-// outcome is what one sync observed, from which status is computed.
-type outcome struct {
-	// failReason and failMessage, when set, make the Ready condition False
-	// with that reason.
-	failReason, failMessage string
-	// stalled says the failure waits for a person (condition Stalled): a
-	// terminal error, or a foreign object holding a child's name. Otherwise
-	// it is retried (condition Reconciling).
-	stalled bool
-	// live holds each rendered child as last seen (apply response or cache),
-	// in render order; nil entries were not written (conflict, failure).
-	live []*unstructured.Unstructured
-	// fighting, during a fight episode, says which field of which child
-	// keeps being reverted and by whom.
-	fighting string
-	// extra is what the status template rendered.
-	extra map[string]any
-	// revision, when set, is the template revision the status names
-	// (rollout.go).
-	revision string
-}
 
 // Sync reconciles one custom resource. It reads only from the caches, writes
 // only what differs, and classifies every error it returns.
@@ -116,7 +87,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		if pk.Res.Rollout != nil {
 			c.forgetRollout(pk, key)
 		}
-		return c.patchStatus(ctx, pk, parent, pausedStatus(parent))
+		return c.patchStatus(ctx, pk, parent, status.Paused(parent, AnnotationPaused+` is "true": stencil makes no writes for this resource`))
 	}
 	if pk.Res.Rollout != nil && !c.rolloutGate(ctx, pk, key, parent) {
 		// Not moved to the new templates yet: left exactly as it is.
@@ -126,11 +97,11 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 	if err := c.renderFailures.get(key, pk, parent); err != nil {
 		// The same render failed before: reported, not run again.
 		logger.V(4).Info("Render failed before with this spec and these templates, not rendered again")
-		return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
+		return c.fail(ctx, pk, parent, status.ReasonRenderFailed, err)
 	}
 	obj, err := gvr.NewObject(parent, key.GVR)
 	if err != nil {
-		return c.fail(ctx, pk, parent, ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
+		return c.fail(ctx, pk, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
 	desired, extra, err := pk.Set.RenderAll(obj)
 	if err == nil {
@@ -145,7 +116,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 	c.renderFailures.set(key, pk, parent, err)
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
-	return c.fail(ctx, pk, parent, ReasonRenderFailed, err)
+	return c.fail(ctx, pk, parent, status.ReasonRenderFailed, err)
 }
 
 // ForgetUnconfigured drops the same of every resource whose entry left the
@@ -162,7 +133,7 @@ func (c *Reconciler) ForgetUnconfigured() {
 // condition already reports it (same reason, message and generation): a
 // resync or a conflict recheck must not repeat the event.
 func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message string) {
-	if !alreadyReported(parent, reason, message) {
+	if !status.AlreadyReported(parent, reason, message) {
 		c.recorder.Event(parent, corev1.EventTypeWarning, reason, message)
 	}
 }
@@ -170,8 +141,8 @@ func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message
 // fail records a failure on the resource (event and status) and returns err.
 func (c *Reconciler) fail(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
 	c.warnOnce(parent, reason, err.Error())
-	status := c.desiredStatus(parent, outcome{failReason: reason, failMessage: err.Error(), stalled: requeue.IsTerminal(err)})
-	if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
+	want := status.Desired(parent, status.Outcome{FailReason: reason, FailMessage: err.Error(), Stalled: requeue.IsTerminal(err)})
+	if perr := c.patchStatus(ctx, pk, parent, want); perr != nil {
 		return errors.Join(err, perr)
 	}
 	return err
@@ -264,35 +235,35 @@ func (c *Reconciler) applyAll(ctx context.Context, pk *registry.Parent, parent *
 // holding a child's name, the end of a fight episode, a first status.
 func (c *Reconciler) report(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
 	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
-	out := outcome{extra: extra, live: w.live, revision: c.statusRevision(pk, parent, w.live)}
+	out := status.Outcome{Extra: extra, Live: w.live, Revision: c.statusRevision(pk, parent, w.live)}
 	switch {
 	case w.err != nil:
 		// A terminal apply error (invalid object) is reported and not retried;
 		// a transient one is reported and retried with back-off.
 		if !isAllTerminal(w.err) {
-			status := c.desiredStatus(parent, outcome{failReason: ReasonApplyFailed, failMessage: w.err.Error(), extra: extra, revision: out.revision})
-			c.warnOnce(parent, ReasonApplyFailed, w.err.Error())
-			if perr := c.patchStatus(ctx, pk, parent, status); perr != nil {
+			want := status.Desired(parent, status.Outcome{FailReason: status.ReasonApplyFailed, FailMessage: w.err.Error(), Extra: extra, Revision: out.Revision})
+			c.warnOnce(parent, status.ReasonApplyFailed, w.err.Error())
+			if perr := c.patchStatus(ctx, pk, parent, want); perr != nil {
 				return errors.Join(w.err, perr)
 			}
 			return w.err
 		}
-		return c.fail(ctx, pk, parent, ReasonApplyFailed, requeue.Terminal(w.err))
+		return c.fail(ctx, pk, parent, status.ReasonApplyFailed, requeue.Terminal(w.err))
 	case len(w.conflicts) > 0:
-		out.failReason, out.failMessage = ReasonOwnershipConflict, strings.Join(w.conflicts, "; ")
-		out.stalled = true
-		c.warnOnce(parent, out.failReason, out.failMessage)
+		out.FailReason, out.FailMessage = status.ReasonOwnershipConflict, strings.Join(w.conflicts, "; ")
+		out.Stalled = true
+		c.warnOnce(parent, out.FailReason, out.FailMessage)
 		// Look again later: once the owner of the foreign object removes it,
 		// stencil creates its own without waiting for the resync.
 		w.soon(c.opts.ConflictRecheck)
 	}
 	if msg, ends := c.guard.episode(key); msg != "" {
-		out.fighting = msg
+		out.Fighting = fmt.Sprintf("%s; corrections are limited to one per %s", msg, c.opts.FightInterval)
 		// Look again when the episode would end, to clear the condition.
 		w.soon(time.Until(ends) + time.Second)
 	}
-	status := c.desiredStatus(parent, out)
-	if len(w.changes.created) > 0 && out.failReason == "" && !readyIn(status) && c.opts.FirstStatusDelay > 0 {
+	want := status.Desired(parent, out)
+	if len(w.changes.created) > 0 && out.FailReason == "" && !readyIn(want) && c.opts.FirstStatusDelay > 0 {
 		// Children were just created, so they cannot be ready yet. Their
 		// events bring the resource back, usually ready, and that sync
 		// writes the first status; if they are slower, the requeue writes
@@ -302,7 +273,7 @@ func (c *Reconciler) report(ctx context.Context, pk *registry.Parent, parent *un
 		w.soon(c.opts.FirstStatusDelay)
 		return nil
 	}
-	return c.patchStatus(ctx, pk, parent, status)
+	return c.patchStatus(ctx, pk, parent, want)
 }
 
 // childResult is what applying one rendered child came to.
@@ -338,12 +309,12 @@ func (c *Reconciler) applyChild(ctx context.Context, pk *registry.Parent, parent
 		// Rendered, so allowed; not served by the API server (its CRD
 		// is not installed) or cluster-scoped. Not retried: stencil
 		// renders every resource again when the kind is served.
-		return childResult{failReason: ReasonApplyFailed, err: requeue.Terminal(fmt.Errorf(
+		return childResult{failReason: status.ReasonApplyFailed, err: requeue.Terminal(fmt.Errorf(
 			"%s/%s: kind %s is not served by the API server as a namespaced kind (is its CRD installed?)", gvk.Kind, want.GetName(), gvk))}
 	}
 	hash, err := drift.StampHash(want)
 	if err != nil {
-		return childResult{failReason: ReasonRenderFailed, err: requeue.Terminal(err)}
+		return childResult{failReason: status.ReasonRenderFailed, err: requeue.Terminal(err)}
 	}
 	live, err := c.liveChild(ctx, ck, want)
 	if err != nil {
@@ -425,10 +396,10 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		// Same template output, yet a field stencil sets was taken or
 		// removed again: something keeps reverting it.
 		msg := drift.FightMessage(want, d)
-		if c.guard.deny(ch.key, msg) && !isThrottled(ch.parent) {
+		if c.guard.deny(ch.key, msg) && !status.IsThrottled(ch.parent) {
 			// Once per episode; while it lasts, the Throttled
 			// condition reports each denied correction.
-			c.recorder.Eventf(ch.parent, corev1.EventTypeWarning, reasonFighting,
+			c.recorder.Eventf(ch.parent, corev1.EventTypeWarning, status.ReasonFieldFight,
 				"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
 		}
 		return childResult{live: live, requeue: c.opts.FightInterval}
@@ -496,8 +467,8 @@ func applyError(want *unstructured.Unstructured, err error) error {
 }
 
 // readyIn reports whether a computed status has Ready=True.
-func readyIn(status map[string]any) bool {
-	return meta.IsStatusConditionTrue(conditionsOf(status), ConditionReady)
+func readyIn(st map[string]any) bool {
+	return meta.IsStatusConditionTrue(status.Conditions(st), status.ConditionReady)
 }
 
 // isAllTerminal reports whether every error joined in err is terminal.

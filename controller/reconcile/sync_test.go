@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 
@@ -290,10 +291,9 @@ func renderedLive(t *testing.T, path string, parent *unstructured.Unstructured, 
 func converged(t *testing.T, parent *unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured) {
 	t.Helper()
 	children := rendered(t, parent)
-	c := &Reconciler{opts: Options{FightInterval: 10}}
-	status := c.desiredStatus(parent, outcome{live: children, extra: map[string]any{"image": parent.Object["spec"].(map[string]any)["image"]}})
+	st := status.Desired(parent, status.Outcome{Live: children, Extra: map[string]any{"image": parent.Object["spec"].(map[string]any)["image"]}})
 	parent = parent.DeepCopy()
-	parent.Object["status"] = status
+	parent.Object["status"] = st
 	return parent, children
 }
 
@@ -314,7 +314,7 @@ func conditionOf(t *testing.T, a core.Action) map[string]any {
 	}
 	must(t, json.Unmarshal(a.(core.PatchAction).GetPatch(), &body))
 	for _, c := range body.Status.Conditions {
-		if c["type"] == ConditionReady {
+		if c["type"] == status.ConditionReady {
 			return c
 		}
 	}
@@ -440,7 +440,7 @@ func TestForeignObjectOfTheSameNameIsNotTouched(t *testing.T) {
 	}
 	expectActions(t, actions, "get services demo", "patch webapps/status demo")
 	c := conditionOf(t, actions[1])
-	if c["reason"] != ReasonOwnershipConflict || !strings.Contains(fmt.Sprint(c["message"]), "Service/demo") {
+	if c["reason"] != status.ReasonOwnershipConflict || !strings.Contains(fmt.Sprint(c["message"]), "Service/demo") {
 		t.Errorf("Ready condition = %v, want OwnershipConflict naming Service/demo", c)
 	}
 	expectEvent(t, f.recorder, "Warning OwnershipConflict")
@@ -465,7 +465,7 @@ func TestRenderErrorCostsOneStatusPatchAndNoRetry(t *testing.T) {
 	}
 	expectActions(t, actions, "patch webapps/status demo")
 	c := conditionOf(t, actions[0])
-	if c["reason"] != ReasonRenderFailed || !strings.Contains(fmt.Sprint(c["message"]), "webapp/deployment.yaml.tmpl:") {
+	if c["reason"] != status.ReasonRenderFailed || !strings.Contains(fmt.Sprint(c["message"]), "webapp/deployment.yaml.tmpl:") {
 		t.Errorf("Ready condition = %v, want RenderFailed naming the template and line", c)
 	}
 	// The sync asks for no requeue: the worker drops a terminal error
@@ -533,7 +533,7 @@ func TestPausedResourceIsNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectActions(t, actions, "patch webapps/status demo")
-	if c := conditionOf(t, actions[0]); c["reason"] != ReasonPaused {
+	if c := conditionOf(t, actions[0]); c["reason"] != status.ReasonPaused {
 		t.Errorf("Ready condition = %v, want Paused", c)
 	}
 }

@@ -30,6 +30,10 @@
 // What ownership cannot tell, a field of the render that no manager holds
 // (the server dropped it, or someone deleted it), is asked of the server
 // itself with a dry-run apply (the reconcile package's serverAgrees).
+//
+// Its tests live in package reconcile (drift_test.go): they run against the
+// API server's own field manager (serverform_test.go), which the
+// reconciler's tests share.
 package drift
 
 import (

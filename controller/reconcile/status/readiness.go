@@ -1,4 +1,4 @@
-package reconcile
+package status
 
 import (
 	"fmt"
@@ -7,16 +7,19 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
-// childReadiness is what one child contributes to the status.
-type childReadiness struct {
-	ok bool
-	// failed: kstatus says the child failed (not merely in progress).
-	failed         bool
-	why            string
-	desired, ready int64
+// Readiness is what one child contributes to the status.
+type Readiness struct {
+	// OK says the child is ready (kstatus Current).
+	OK bool
+	// Failed says kstatus found the child failed (not merely in progress).
+	Failed bool
+	// Why says what the child waits for, or why it failed.
+	Why string
+	// Desired and Ready count its replicas, for a workload.
+	Desired, Ready int64
 }
 
-// readiness decides whether a child is ready with kstatus, the rules Flux
+// ReadinessOf decides whether a child is ready with kstatus, the rules Flux
 // and Helm 4 use: Current is ready, InProgress is progressing, Failed makes
 // the parent Degraded with kstatus's message. kstatus knows Deployment,
 // StatefulSet, DaemonSet, ReplicaSet, Job, PodDisruptionBudget,
@@ -29,34 +32,34 @@ type childReadiness struct {
 // LoadBalancer Service is ready only once it has an ingress. kstatus counts
 // any Service as Current, but an application behind a load balancer is not
 // reachable until the cloud has given it an address.
-func readiness(u *unstructured.Unstructured) childReadiness {
-	r := childReadiness{}
-	r.desired, r.ready = replicaCounts(u)
+func ReadinessOf(u *unstructured.Unstructured) Readiness {
+	r := Readiness{}
+	r.Desired, r.Ready = replicaCounts(u)
 	if u.GetKind() == "Service" && u.GroupVersionKind().Group == "" {
 		svcType, _, _ := unstructured.NestedString(u.Object, "spec", "type")
 		ingress, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
 		if svcType == "LoadBalancer" && len(ingress) == 0 {
-			r.why = "waiting for a load balancer ingress"
+			r.Why = "waiting for a load balancer ingress"
 			return r
 		}
 	}
 	res, err := status.Compute(u)
 	if err != nil {
-		r.why = fmt.Sprintf("reading its status: %v", err)
+		r.Why = fmt.Sprintf("reading its status: %v", err)
 		return r
 	}
 	switch res.Status {
 	case status.CurrentStatus:
-		r.ok = true
+		r.OK = true
 	case status.FailedStatus:
-		r.failed, r.why = true, res.Message
+		r.Failed, r.Why = true, res.Message
 	default:
-		r.why = res.Message
-		if r.why == "" {
-			r.why = string(res.Status)
+		r.Why = res.Message
+		if r.Why == "" {
+			r.Why = string(res.Status)
 		}
 		if why := deploymentStuck(u); why != "" {
-			r.why += ": " + why
+			r.Why += ": " + why
 		}
 	}
 	return r

@@ -1,24 +1,26 @@
-package reconcile
+// Package status computes what a custom resource's status says after a
+// sync: phase, replicas, the Ready condition and the kstatus conditions
+// (Reconciling, Stalled), Throttled, observedGeneration and the template
+// revision, from its children's readiness (kstatus) and what the sync saw.
+// It writes nothing; the reconciler patches what it computes.
+//
+// The choice a newcomer may question: stencil computes status from the
+// children's own status by kstatus's rules, never by probing the
+// workloads, and keeps every field others (the status template, other
+// writers) set beside its own: what it computes is merged into a copy of
+// the current status, never written as a whole.
+package status
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
-	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/templates"
 )
 
@@ -31,6 +33,19 @@ const (
 	PhaseProgressing = "Progressing"
 	PhaseReady       = "Ready"
 	PhaseDegraded    = "Degraded"
+)
+
+// Reasons of the Ready condition (and of the Warning events that repeat a
+// failure), and of Throttled.
+const (
+	ReasonAllChildrenReady  = "AllChildrenReady"
+	ReasonProgressing       = "Progressing"
+	ReasonRenderFailed      = "RenderFailed"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonOwnershipConflict = "OwnershipConflict"
+	ReasonPaused            = "Paused"
+	ReasonChildFailed       = "ChildFailed"
+	ReasonFieldFight        = "FieldFight"
 )
 
 // Condition types stencil writes.
@@ -51,40 +66,40 @@ const (
 	ConditionThrottled = "Throttled"
 )
 
-// desiredStatus computes the status the resource should have after a sync
+// Desired computes the status the resource should have after a sync
 // with outcome out, starting from a copy of its current status so that fields
 // stencil does not own are kept.
-func (c *Reconciler) desiredStatus(parent *unstructured.Unstructured, out outcome) map[string]any {
-	status := TemplateStatus(parent, out.extra)
+func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
+	status := TemplateStatus(parent, out.Extra)
 	gen := parent.GetGeneration()
 	status["observedGeneration"] = gen
-	if out.revision != "" {
-		status[templates.StatusTemplateRevision] = out.revision
+	if out.Revision != "" {
+		status[templates.StatusTemplateRevision] = out.Revision
 	}
 
 	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: gen}
-	if out.failReason != "" {
+	if out.FailReason != "" {
 		status["phase"] = PhaseDegraded
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.failReason, out.failMessage
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.FailReason, out.FailMessage
 	} else {
 		var replicas, ready int64
 		total, readyChildren := 0, 0
 		waiting, failed := "", ""
-		for _, child := range out.live {
+		for _, child := range out.Live {
 			if child == nil {
 				continue
 			}
 			total++
-			r := readiness(child)
-			replicas += r.desired
-			ready += r.ready
+			r := ReadinessOf(child)
+			replicas += r.Desired
+			ready += r.Ready
 			switch {
-			case r.ok:
+			case r.OK:
 				readyChildren++
-			case r.failed && failed == "":
-				failed = fmt.Sprintf("%s/%s: %s", child.GetKind(), child.GetName(), r.why)
+			case r.Failed && failed == "":
+				failed = fmt.Sprintf("%s/%s: %s", child.GetKind(), child.GetName(), r.Why)
 			case waiting == "":
-				waiting = fmt.Sprintf("%s/%s: %s", child.GetKind(), child.GetName(), r.why)
+				waiting = fmt.Sprintf("%s/%s: %s", child.GetKind(), child.GetName(), r.Why)
 			}
 		}
 		status["replicas"], status["readyReplicas"] = replicas, ready
@@ -109,18 +124,18 @@ func (c *Reconciler) desiredStatus(parent *unstructured.Unstructured, out outcom
 		}
 	}
 
-	conds := conditionsOf(status)
+	conds := Conditions(status)
 	meta.SetStatusCondition(&conds, cond)
-	setProgress(&conds, cond, out.stalled)
-	if out.fighting != "" {
+	setProgress(&conds, cond, out.Stalled)
+	if out.Fighting != "" {
 		meta.SetStatusCondition(&conds, metav1.Condition{
-			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: reasonFighting, ObservedGeneration: gen,
-			Message: fmt.Sprintf("%s; corrections are limited to one per %s", out.fighting, c.opts.FightInterval),
+			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonFieldFight, ObservedGeneration: gen,
+			Message: out.Fighting,
 		})
 	} else {
 		meta.RemoveStatusCondition(&conds, ConditionThrottled)
 	}
-	setConditions(status, conds)
+	SetConditions(status, conds)
 	return status
 }
 
@@ -154,10 +169,10 @@ func setProgress(conds *[]metav1.Condition, ready metav1.Condition, stalled bool
 // them, before the fields stencil computes itself. "stencil diff" compares
 // it with the live status.
 func TemplateStatus(parent *unstructured.Unstructured, extra map[string]any) map[string]any {
-	status := currentStatus(parent)
+	status := Current(parent)
 	// A field an earlier status template rendered, and this one does not, is
 	// removed; stencil's status field set tells which fields it wrote.
-	for k := range statusFieldsOf(parent) {
+	for k := range fieldsOf(parent) {
 		if _, rendered := extra[k]; !rendered && !standardStatusFields[k] {
 			delete(status, k)
 		}
@@ -184,11 +199,11 @@ var standardStatusFields = func() map[string]bool {
 	return m
 }()
 
-// statusFieldsOf lists the top-level status fields that stencil's own status
+// fieldsOf lists the top-level status fields that stencil's own status
 // writes hold, from the resource's managedFields.
-func statusFieldsOf(parent *unstructured.Unstructured) map[string]bool {
+func fieldsOf(parent *unstructured.Unstructured) map[string]bool {
 	set := drift.FieldSet(drift.ManagedFields(parent), func(e metav1.ManagedFieldsEntry) bool {
-		return e.Manager == FieldManager && e.Subresource == "status"
+		return e.Manager == drift.FieldManager && e.Subresource == "status"
 	})
 	out := map[string]bool{}
 	if st, ok := set["f:status"].(map[string]any); ok {
@@ -201,50 +216,50 @@ func statusFieldsOf(parent *unstructured.Unstructured) map[string]bool {
 	return out
 }
 
-// isThrottled reports whether the resource already says Throttled=True: a
+// IsThrottled reports whether the resource already says Throttled=True: a
 // fight episode is going on and its Warning event was recorded.
-func isThrottled(parent *unstructured.Unstructured) bool {
-	return meta.IsStatusConditionTrue(conditionsOf(currentStatus(parent)), ConditionThrottled)
+func IsThrottled(parent *unstructured.Unstructured) bool {
+	return meta.IsStatusConditionTrue(Conditions(Current(parent)), ConditionThrottled)
 }
 
-// alreadyReported reports whether the resource's Ready condition already
+// AlreadyReported reports whether the resource's Ready condition already
 // says False with this reason and message for its current generation, i.e.
 // an earlier sync recorded this failure.
-func alreadyReported(parent *unstructured.Unstructured, reason, message string) bool {
-	c := meta.FindStatusCondition(conditionsOf(currentStatus(parent)), ConditionReady)
+func AlreadyReported(parent *unstructured.Unstructured, reason, message string) bool {
+	c := meta.FindStatusCondition(Conditions(Current(parent)), ConditionReady)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason &&
 		c.Message == message && c.ObservedGeneration == parent.GetGeneration()
 }
 
-// pausedStatus changes only the conditions: a paused resource's other status
+// Paused changes only the conditions: a paused resource's other status
 // fields, observedGeneration included, stay as they were. Ready says Paused.
 // Reconciling goes, since stencil converges nothing while paused; Stalled
 // stays, since pausing fixes nothing. kstatus then says Failed for a paused
 // resource that was stalled, and InProgress for any other: Ready is False
 // (it reads Ready where neither condition is present) and, once the spec
 // changes during the pause, observedGeneration is behind.
-func pausedStatus(parent *unstructured.Unstructured) map[string]any {
-	status := currentStatus(parent)
-	conds := conditionsOf(status)
+func Paused(parent *unstructured.Unstructured, message string) map[string]any {
+	status := Current(parent)
+	conds := Conditions(status)
 	meta.SetStatusCondition(&conds, metav1.Condition{
 		Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonPaused, ObservedGeneration: parent.GetGeneration(),
-		Message: AnnotationPaused + ` is "true": stencil makes no writes for this resource`,
+		Message: message,
 	})
 	meta.RemoveStatusCondition(&conds, ConditionReconciling)
-	setConditions(status, conds)
+	SetConditions(status, conds)
 	return status
 }
 
-func currentStatus(parent *unstructured.Unstructured) map[string]any {
+func Current(parent *unstructured.Unstructured) map[string]any {
 	if s, ok := parent.Object["status"].(map[string]any); ok {
 		return runtime.DeepCopyJSON(s)
 	}
 	return map[string]any{}
 }
 
-// conditionsOf decodes status.conditions; malformed entries are dropped, so
+// Conditions decodes status.conditions; malformed entries are dropped, so
 // that a hand-edited status cannot wedge the controller.
-func conditionsOf(status map[string]any) []metav1.Condition {
+func Conditions(status map[string]any) []metav1.Condition {
 	raw, ok := status["conditions"].([]any)
 	if !ok {
 		return nil
@@ -263,7 +278,7 @@ func conditionsOf(status map[string]any) []metav1.Condition {
 	return out
 }
 
-func setConditions(status map[string]any, conds []metav1.Condition) {
+func SetConditions(status map[string]any, conds []metav1.Condition) {
 	list := make([]any, 0, len(conds))
 	for i := range conds {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds[i])
@@ -274,87 +289,24 @@ func setConditions(status map[string]any, conds []metav1.Condition) {
 	status["conditions"] = list
 }
 
-// patchStatus merge-patches the status subresource with the difference
-// between the cached status and status, only when they differ: an unchanged
-// status costs no request, and so wakes no watch and starts no loop. Where
-// the server stores less than was sent (a field the CRD's schema prunes),
-// the cached status never equals the desired one; statusMemo remembers what
-// the server made of the last patch, so the same request is not sent again.
-func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, status map[string]any) error {
-	if s, ok := c.reg.StatusSchema(pk); ok {
-		status, _ = registry.PruneBySchema(status, s).(map[string]any)
-	}
-	current := currentStatus(parent)
-	if sameJSON(current, status) {
-		return nil
-	}
-	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
-	wantJSON, curJSON := jsonOf(status), jsonOf(current)
-	if c.statusMemo.matches(key, wantJSON, curJSON) {
-		return nil
-	}
-	diff, err := jsonpatch.CreateMergePatch([]byte(curJSON), []byte(wantJSON))
-	if err != nil {
-		return requeue.Terminal(fmt.Errorf("computing status patch: %w", err))
-	}
-	patch, err := json.Marshal(map[string]any{
-		// The resourceVersion makes the patch fail with a conflict, rather
-		// than overwrite, if the status changed since it was read.
-		"metadata": map[string]any{"resourceVersion": parent.GetResourceVersion()},
-		"status":   json.RawMessage(diff),
-	})
-	if err != nil {
-		return requeue.Terminal(fmt.Errorf("encoding status: %w", err))
-	}
-	if err := c.mayWrite(parent.GetNamespace()); err != nil {
-		return err
-	}
-	result, err := c.opts.Dynamic.Resource(pk.Res.GVR()).Namespace(parent.GetNamespace()).
-		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
-	if err != nil {
-		err = fmt.Errorf("patching status: %w", err)
-		if isRejected(err) {
-			// The same patch would be rejected again: report it once and
-			// wait for the resource or the template to change.
-			c.warnOnce(parent, reasonStatusRejected, err.Error())
-			return requeue.Terminal(err)
-		}
-		return err
-	}
-	c.statusMemo.set(key, wantJSON, jsonOf(currentStatus(result)))
-	c.expect.wrote(result)
-	c.opts.Metrics.statusPatches.WithLabelValues(pk.Label).Inc()
-	klog.FromContext(ctx).V(2).Info("Patched status", "phase", status["phase"])
-	return nil
-}
-
-func jsonOf(v any) string {
-	data, _ := json.Marshal(v)
-	return string(data)
-}
-
-// statusMemo remembers, per resource, the last status sent and the status
-// the server stored in answer (resources.go).
-type statusMemo struct {
-	states *resourceStates
-}
-
-func (m statusMemo) matches(key Key, want, current string) bool {
-	var ok bool
-	m.states.view(key, func(st *resourceState) {
-		ok = st != nil && st.sent && st.status == [2]string{want, current}
-	})
-	return ok
-}
-
-func (m statusMemo) set(key Key, want, stored string) {
-	m.states.update(key, func(st *resourceState) { st.status, st.sent = [2]string{want, stored}, true })
-}
-
-// sameJSON compares two JSON values by their encoding, so that int64 and
-// float64 holding the same number compare equal (decoders pick either).
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+// Outcome is what one sync observed, from which status is computed.
+type Outcome struct {
+	// FailReason and FailMessage, when set, make the Ready condition False
+	// with that reason.
+	FailReason, FailMessage string
+	// Stalled says the failure waits for a person (condition Stalled): a
+	// terminal error, or a foreign object holding a child's name. Otherwise
+	// it is retried (condition Reconciling).
+	Stalled bool
+	// Live holds each rendered child as last seen (apply response or cache),
+	// in render order; nil entries were not written (conflict, failure).
+	Live []*unstructured.Unstructured
+	// Fighting, during a fight episode, says which field of which child
+	// keeps being reverted and by whom.
+	Fighting string
+	// Extra is what the status template rendered.
+	Extra map[string]any
+	// Revision, when set, is the template revision the status names
+	// (rollout.go).
+	Revision string
 }

@@ -1,0 +1,104 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/requeue"
+)
+
+// patchStatus merge-patches the status subresource with the difference
+// between the cached status and status, only when they differ: an unchanged
+// status costs no request, and so wakes no watch and starts no loop. Where
+// the server stores less than was sent (a field the CRD's schema prunes),
+// the cached status never equals the desired one; statusMemo remembers what
+// the server made of the last patch, so the same request is not sent again.
+func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, want map[string]any) error {
+	if s, ok := c.reg.StatusSchema(pk); ok {
+		want, _ = registry.PruneBySchema(want, s).(map[string]any)
+	}
+	current := status.Current(parent)
+	if sameJSON(current, want) {
+		return nil
+	}
+	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	wantJSON, curJSON := jsonOf(want), jsonOf(current)
+	if c.statusMemo.matches(key, wantJSON, curJSON) {
+		return nil
+	}
+	diff, err := jsonpatch.CreateMergePatch([]byte(curJSON), []byte(wantJSON))
+	if err != nil {
+		return requeue.Terminal(fmt.Errorf("computing status patch: %w", err))
+	}
+	patch, err := json.Marshal(map[string]any{
+		// The resourceVersion makes the patch fail with a conflict, rather
+		// than overwrite, if the status changed since it was read.
+		"metadata": map[string]any{"resourceVersion": parent.GetResourceVersion()},
+		"status":   json.RawMessage(diff),
+	})
+	if err != nil {
+		return requeue.Terminal(fmt.Errorf("encoding status: %w", err))
+	}
+	if err := c.mayWrite(parent.GetNamespace()); err != nil {
+		return err
+	}
+	result, err := c.opts.Dynamic.Resource(pk.Res.GVR()).Namespace(parent.GetNamespace()).
+		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if err != nil {
+		err = fmt.Errorf("patching status: %w", err)
+		if isRejected(err) {
+			// The same patch would be rejected again: report it once and
+			// wait for the resource or the template to change.
+			c.warnOnce(parent, reasonStatusRejected, err.Error())
+			return requeue.Terminal(err)
+		}
+		return err
+	}
+	c.statusMemo.set(key, wantJSON, jsonOf(status.Current(result)))
+	c.expect.wrote(result)
+	c.opts.Metrics.statusPatches.WithLabelValues(pk.Label).Inc()
+	klog.FromContext(ctx).V(2).Info("Patched status", "phase", want["phase"])
+	return nil
+}
+
+func jsonOf(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}
+
+// statusMemo remembers, per resource, the last status sent and the status
+// the server stored in answer (resources.go).
+type statusMemo struct {
+	states *resourceStates
+}
+
+func (m statusMemo) matches(key Key, want, current string) bool {
+	var ok bool
+	m.states.view(key, func(st *resourceState) {
+		ok = st != nil && st.sent && st.status == [2]string{want, current}
+	})
+	return ok
+}
+
+func (m statusMemo) set(key Key, want, stored string) {
+	m.states.update(key, func(st *resourceState) { st.status, st.sent = [2]string{want, stored}, true })
+}
+
+// sameJSON compares two JSON values by their encoding, so that int64 and
+// float64 holding the same number compare equal (decoders pick either).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
