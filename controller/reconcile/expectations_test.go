@@ -153,7 +153,7 @@ func TestHandEditCostsOneWriteWhileTheWatchLags(t *testing.T) {
 	if throttledIn(f) {
 		t.Error("one hand edit made the resource Throttled")
 	}
-	if n := f.c.expect.len(); n != 0 {
+	if n := f.c.expect.Len(); n != 0 {
 		t.Errorf("%d writes still expected once the cache showed them, want 0", n)
 	}
 }
@@ -224,7 +224,7 @@ func TestPruneIsSentOnceWhileTheWatchLags(t *testing.T) {
 	inf := f.c.reg.Child(extra.GroupVersionKind()).Informers[""].GetIndexer()
 	must(t, inf.Delete(extra))
 	f.c.Gone(extra)
-	if n := f.c.expect.len(); n != 0 {
+	if n := f.c.expect.Len(); n != 0 {
 		t.Errorf("%d writes still expected after the delete event, want 0", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/registry"
 )
 
@@ -72,7 +73,7 @@ type Reconciler struct {
 	dryRuns   dryRunMemo
 	// expect holds stencil's own writes that the caches have not shown
 	// yet: a sync never decides a write from a view older than them.
-	expect     *expectations
+	expect     *expect.Writes
 	statusMemo statusMemo
 	// renderFailures holds the renders that failed, not run again while
 	// their input is the same.
@@ -84,7 +85,7 @@ type Reconciler struct {
 
 // New builds a Reconciler.
 func New(opts Options) *Reconciler {
-	r := &Reconciler{opts: opts, reg: opts.Registry, recorder: opts.Recorder, expect: newExpectations(), resources: &resourceStates{}}
+	r := &Reconciler{opts: opts, reg: opts.Registry, recorder: opts.Recorder, expect: expect.New(), resources: &resourceStates{}}
 	r.guard = newFightGuard(opts.FightBurst, opts.FightInterval, r.resources)
 	r.statusMemo = statusMemo{states: r.resources}
 	r.refusals = refusalMemo{states: r.resources}
@@ -102,13 +103,13 @@ func (r *Reconciler) mayWrite(ns string) error {
 
 // Observe tells the reconciler that a cache now shows obj (an informer's
 // add or update): a write of stencil's that it shows is no longer expected.
-func (r *Reconciler) Observe(obj any) { r.expect.observe(obj) }
+func (r *Reconciler) Observe(obj any) { r.expect.Observe(obj) }
 
 // Gone tells the reconciler that obj was deleted (its last known state):
 // a prune of it is no longer expected, and its dry run is never asked again,
 // so the memo stays bounded by the children that exist.
 func (r *Reconciler) Gone(obj any) {
-	r.expect.gone(obj)
+	r.expect.Gone(obj)
 	if u, ok := obj.(interface{ GetUID() types.UID }); ok {
 		r.dryRuns.forget(u.GetUID())
 	}
@@ -116,7 +117,7 @@ func (r *Reconciler) Gone(obj any) {
 
 // SweepExpectations drops the expectations that outlived their deadline,
 // before a resync.
-func (r *Reconciler) SweepExpectations() { r.expect.sweep() }
+func (r *Reconciler) SweepExpectations() { r.expect.Sweep() }
 
 // RetryRefused lets the next sync of every resource send its refused
 // children and run its failed render again: a refusal can hinge on other

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/gvr"
@@ -477,7 +478,7 @@ func (c *Reconciler) ownedChildren(parent *unstructured.Unstructured) []ownedChi
 	for i, oc := range out {
 		// Where the cache has not shown stencil's last write yet, that
 		// write says which revision the child is on (expectations).
-		if written := c.expect.newer(keyOf(oc.obj), oc.obj); written != nil {
+		if written := c.expect.Newer(expect.KeyOf(oc.obj), oc.obj); written != nil {
 			out[i].obj = written
 		}
 	}

@@ -66,7 +66,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, paren
 		return err
 	}
 	c.statusMemo.set(key, wantJSON, jsonOf(status.Current(result)))
-	c.expect.wrote(result)
+	c.expect.Wrote(result)
 	c.opts.Metrics.statusPatches.WithLabelValues(pk.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", want["phase"])
 	return nil

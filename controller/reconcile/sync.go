@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
@@ -77,7 +78,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 	if parent.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	if c.expect.newer(keyOf(parent), parent) != nil {
+	if c.expect.Newer(expect.KeyOf(parent), parent) != nil {
 		// The cache has not shown stencil's last status patch yet; the
 		// patch's watch event queues the resource again.
 		logger.V(4).Info("Cache has not shown stencil's own status patch yet, waiting for its event")
@@ -500,7 +501,7 @@ func (c *Reconciler) liveChild(ctx context.Context, ck *registry.Child, want *un
 	if err != nil {
 		live = nil
 	}
-	if written := c.expect.newer(keyOf(want), live); written != nil {
+	if written := c.expect.Newer(expect.KeyOf(want), live); written != nil {
 		return written, nil
 	}
 	if live != nil {
@@ -523,7 +524,7 @@ func (c *Reconciler) liveChild(ctx context.Context, ck *registry.Child, want *un
 // cache holds it, until the cache shows it (expectations).
 func (c *Reconciler) expectChild(written *unstructured.Unstructured) {
 	u, _ := StripChild(written.DeepCopy())
-	c.expect.wrote(u.(*unstructured.Unstructured))
+	c.expect.Wrote(u.(*unstructured.Unstructured))
 }
 
 // createByApply creates a child no object of its name is known to hold,
@@ -566,7 +567,7 @@ func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *uns
 			continue
 		}
 		uid := child.GetUID()
-		if c.expect.pruned(keyOf(child), uid) {
+		if c.expect.Pruned(expect.KeyOf(child), uid) {
 			// Deleted by an earlier sync; the cache has not shown it yet.
 			continue
 		}
@@ -578,7 +579,7 @@ func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *uns
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// That object is gone already (the UID precondition failed):
 			// the cache has yet to show it.
-			c.expect.deleted(keyOf(child), uid)
+			c.expect.Deleted(expect.KeyOf(child), uid)
 			continue
 		}
 		if err != nil {
@@ -586,7 +587,7 @@ func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *uns
 			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.GVK.Kind, child.GetName(), err))
 			continue
 		}
-		c.expect.deleted(keyOf(child), uid)
+		c.expect.Deleted(expect.KeyOf(child), uid)
 		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, ck.GVK.Kind, verbDelete).Inc()
 		pruned = append(pruned, ck.GVK.Kind+"/"+child.GetName())
 		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.GVK.Kind, "child", klog.KObj(child))

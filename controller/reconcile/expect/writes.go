@@ -1,4 +1,14 @@
-package reconcile
+// Package expect remembers stencil's own writes until the informer caches
+// show them, so that no sync decides a write from a view older than the
+// last one it made.
+//
+// The choice a newcomer may question: the view is corrected, not waited
+// for. A child whose cached version is older than stencil's write is read
+// as what the write returned, so a sync woken by another event goes on at
+// once, rather than sleeping or polling until the watch catches up; only a
+// parent older than stencil's own status patch is skipped, and its patch's
+// watch event queues it again.
+package expect
 
 import (
 	"strconv"
@@ -16,7 +26,7 @@ import (
 // watch takes longer, and the periodic resync covers that.
 const expectationTTL = 5 * time.Minute
 
-// expectations remembers stencil's own last write of each object (a child's
+// Writes remembers stencil's own last write of each object (a child's
 // create or apply, a prune, a status patch) until the informer cache has
 // shown it: the role of Kubernetes' ControllerExpectations and of client-go's
 // MutationCache. A sync woken by another event (a sibling's status, the
@@ -32,16 +42,16 @@ const expectationTTL = 5 * time.Minute
 // Older is told the way the MutationCache of the API server's own
 // controllers tells it: resourceVersions compared as integers, which etcd
 // makes them. A version that is not an integer is never held to be older.
-type expectations struct {
+type Writes struct {
 	ttl time.Duration
 	now func() time.Time
 
 	mu  sync.Mutex
-	obj map[objectKey]expected
+	obj map[Key]expected
 }
 
-// objectKey names an object stencil wrote.
-type objectKey struct {
+// Key names an object stencil wrote.
+type Key struct {
 	gk              schema.GroupKind
 	namespace, name string
 }
@@ -58,12 +68,14 @@ type expected struct {
 	at      time.Time
 }
 
-func newExpectations() *expectations {
-	return &expectations{ttl: expectationTTL, now: time.Now, obj: map[objectKey]expected{}}
+// New returns an empty Writes.
+func New() *Writes {
+	return &Writes{ttl: expectationTTL, now: time.Now, obj: map[Key]expected{}}
 }
 
-func keyOf(u *unstructured.Unstructured) objectKey {
-	return objectKey{gk: u.GroupVersionKind().GroupKind(), namespace: u.GetNamespace(), name: u.GetName()}
+// KeyOf returns the key of u.
+func KeyOf(u *unstructured.Unstructured) Key {
+	return Key{gk: u.GroupVersionKind().GroupKind(), namespace: u.GetNamespace(), name: u.GetName()}
 }
 
 func parseRV(rv string) (uint64, bool) {
@@ -71,20 +83,20 @@ func parseRV(rv string) (uint64, bool) {
 	return n, err == nil
 }
 
-// wrote records what a create, apply or status patch returned (stored as
+// Wrote records what a create, apply or status patch returned (stored as
 // given: callers pass a copy the cache transform has stripped).
-func (e *expectations) wrote(written *unstructured.Unstructured) {
+func (e *Writes) Wrote(written *unstructured.Unstructured) {
 	if written == nil || written.GetName() == "" || written.GetKind() == "" {
 		return
 	}
 	rv, ok := parseRV(written.GetResourceVersion())
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.obj[keyOf(written)] = expected{obj: written, rv: rv, ok: ok, at: e.now()}
+	e.obj[KeyOf(written)] = expected{obj: written, rv: rv, ok: ok, at: e.now()}
 }
 
-// deleted records a prune of the object with that UID.
-func (e *expectations) deleted(key objectKey, uid types.UID) {
+// Deleted records a prune of the object with that UID.
+func (e *Writes) Deleted(key Key, uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.obj[key] = expected{deleted: uid, at: e.now()}
@@ -92,7 +104,7 @@ func (e *expectations) deleted(key objectKey, uid types.UID) {
 
 // get returns the live expectation of key, dropping an expired one.
 // Called with mu held.
-func (e *expectations) get(key objectKey) (expected, bool) {
+func (e *Writes) get(key Key) (expected, bool) {
 	x, ok := e.obj[key]
 	if ok && e.now().Sub(x.at) > e.ttl {
 		delete(e.obj, key)
@@ -101,10 +113,10 @@ func (e *expectations) get(key objectKey) (expected, bool) {
 	return x, ok
 }
 
-// newer returns what stencil last wrote to the object the cache holds as
+// Newer returns what stencil last wrote to the object the cache holds as
 // cached (nil: the cache holds none of key's name), when the cache has not
 // shown that write yet; nil when the cache is up to date.
-func (e *expectations) newer(key objectKey, cached *unstructured.Unstructured) *unstructured.Unstructured {
+func (e *Writes) Newer(key Key, cached *unstructured.Unstructured) *unstructured.Unstructured {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x, ok := e.get(key)
@@ -122,9 +134,9 @@ func (e *expectations) newer(key objectKey, cached *unstructured.Unstructured) *
 	return nil
 }
 
-// pruned reports whether stencil deleted this very object (by UID) and the
+// Pruned reports whether stencil deleted this very object (by UID) and the
 // cache has not shown the deletion yet.
-func (e *expectations) pruned(key objectKey, uid types.UID) bool {
+func (e *Writes) Pruned(key Key, uid types.UID) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x, ok := e.get(key)
@@ -141,10 +153,10 @@ func behind(cached *unstructured.Unstructured, x expected) bool {
 	return ok && x.ok && rv < x.rv
 }
 
-// observe is called with each object an informer adds or updates: once the
+// Observe is called with each object an informer adds or updates: once the
 // cache holds stencil's write, or a newer version, or another object of the
 // name, the expectation is met.
-func (e *expectations) observe(obj any) {
+func (e *Writes) Observe(obj any) {
 	e.end(obj, func(u *unstructured.Unstructured, x expected) bool {
 		if x.obj == nil {
 			return u.GetUID() != x.deleted
@@ -153,9 +165,9 @@ func (e *expectations) observe(obj any) {
 	})
 }
 
-// gone is called with each object an informer deletes: whatever stencil
+// Gone is called with each object an informer deletes: whatever stencil
 // expected of that object is over.
-func (e *expectations) gone(obj any) {
+func (e *Writes) Gone(obj any) {
 	e.end(obj, func(u *unstructured.Unstructured, x expected) bool {
 		return x.deleted == u.GetUID() || (x.obj != nil && x.obj.GetUID() == u.GetUID())
 	})
@@ -163,12 +175,12 @@ func (e *expectations) gone(obj any) {
 
 // end drops the expectation of obj's name when met says the informer's
 // object meets it.
-func (e *expectations) end(obj any, met func(u *unstructured.Unstructured, x expected) bool) {
+func (e *Writes) end(obj any, met func(u *unstructured.Unstructured, x expected) bool) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
 	}
-	key := keyOf(u)
+	key := KeyOf(u)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if x, ok := e.obj[key]; ok && met(u, x) {
@@ -176,10 +188,10 @@ func (e *expectations) end(obj any, met func(u *unstructured.Unstructured, x exp
 	}
 }
 
-// sweep drops every expired expectation (the periodic resync calls it), so
+// Sweep drops every expired expectation (the periodic resync calls it), so
 // that writes whose events never came (a kind no longer watched) do not
 // stay.
-func (e *expectations) sweep() {
+func (e *Writes) Sweep() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for k := range e.obj {
@@ -187,8 +199,8 @@ func (e *expectations) sweep() {
 	}
 }
 
-// len is the number of writes the caches have not shown yet.
-func (e *expectations) len() int {
+// Len is the number of writes the caches have not shown yet.
+func (e *Writes) Len() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.obj)
