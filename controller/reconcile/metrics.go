@@ -1,6 +1,9 @@
 package reconcile
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"stencil.dev/stencil/controller/reconcile/rollout"
+)
 
 // Metrics holds the collectors of what syncs write and render. The
 // controller registers them with its own (NewMetrics), beside the queue's
@@ -57,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Precreate makes every series of an entry (its label, its child kinds'
 // names, and with a rollout the rollout's) exist from start-up, so that
 // dashboards and alerts see zeros instead of missing data.
-func (m *Metrics) Precreate(resource string, kinds []string, rollout bool) {
+func (m *Metrics) Precreate(resource string, kinds []string, withRollout bool) {
 	m.statusPatches.WithLabelValues(resource)
 	m.renderErrors.WithLabelValues(resource)
 	m.budgetExceeded.WithLabelValues(resource)
@@ -67,10 +70,10 @@ func (m *Metrics) Precreate(resource string, kinds []string, rollout bool) {
 		}
 		m.dryRuns.WithLabelValues(k)
 	}
-	if !rollout {
+	if !withRollout {
 		return
 	}
-	for _, st := range rolloutReported {
+	for _, st := range rollout.Reported {
 		m.rolloutResources.WithLabelValues(resource, st.String())
 	}
 	m.rolloutHalted.WithLabelValues(resource)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
+	"stencil.dev/stencil/controller/reconcile/rollout"
 	"stencil.dev/stencil/controller/requeue"
 )
 
@@ -70,7 +71,7 @@ func TestAnEntryLeavingTheConfigIsForgotten(t *testing.T) {
 		c.statusMemo.set(k, "{}", "{}")
 		c.refusals.set(k, ref, "h", "1", errors.New("refused"))
 	}
-	c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout{gone.GVR: {}, kept.GVR: {}}
+	c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout.Tracker{gone.GVR: {}, kept.GVR: {}}
 	c.ForgetUnconfigured()
 	for _, tc := range []struct {
 		k    Key

@@ -1,12 +1,9 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,14 +14,15 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/expect"
+	"stencil.dev/stencil/controller/reconcile/rollout"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
 // Rolling out a template change (an entry's rollout: maxInFlight,
-// maxFailed). Which render each resource is on is read back from the
+// maxFailed; its state machine is package rollout). Which render each
+// resource is on is read back from the
 // cluster, never kept only in memory: the resource's status names the
 // revision of the templates it was last rendered with
 // (templates.StatusTemplateRevision), once per resource, so that moving a
@@ -52,178 +50,10 @@ import (
 // A resource with no children yet is new: it is rendered at once, outside
 // the bounds.
 
-// rolloutState is where one resource of a rollout entry stands.
-type rolloutState int
-
-const (
-	// rolloutNew: no children yet; rendered at once.
-	rolloutNew rolloutState = iota
-	// rolloutPending: its children are on another revision; it waits.
-	rolloutPending
-	// rolloutRolling: moved, not every child Ready yet.
-	rolloutRolling
-	// rolloutDone: moved, every child Ready.
-	rolloutDone
-	// rolloutFailed: moved, a child kstatus Failed.
-	rolloutFailed
-)
-
-// rolloutReported are the states stencil_rollout_resources reports.
-var rolloutReported = []rolloutState{rolloutPending, rolloutRolling, rolloutDone, rolloutFailed}
-
-// String is the state's metric label value.
-func (s rolloutState) String() string {
-	return [...]string{"new", "pending", "rolling", "done", "failed"}[s]
-}
-
-// moved reports whether the resource is on the rollout's revision.
-func (s rolloutState) moved() bool { return s >= rolloutRolling }
-
-// rollout tracks one entry's move to one revision of its templates. It is
-// a plain state machine, fed by sync: observe what the caches say, admit a
-// pending resource when a slot is free, forget a deleted one. Its methods
-// are called under rollouts.mu.
-type rollout struct {
-	revision string
-	limits   *gvr.Rollout
-	states   map[Key]rolloutState
-	counts   [rolloutFailed + 1]int
-	// first are the pending resources that were failing on their old
-	// revision: a further config change (a fix, a revert) moves them
-	// before any other. firstLeft counts those still pending.
-	first     map[Key]bool
-	firstLeft int
-	// order is the order pending resources are woken in: first ones, then
-	// by namespace and name; next starts at cursor.
-	order  []Key
-	cursor int
-	// haltReported: the halt was logged and announced once.
-	haltReported bool
-}
-
-// newRollout starts a rollout to revision from the states read from the
-// caches; failing names the pending resources whose children were failing.
-func newRollout(revision string, limits *gvr.Rollout, states map[Key]rolloutState, failing map[Key]bool) *rollout {
-	r := &rollout{revision: revision, limits: limits, states: map[Key]rolloutState{}, first: map[Key]bool{}}
-	for k, st := range states {
-		r.states[k] = st
-		r.counts[st]++
-		if st == rolloutPending {
-			r.order = append(r.order, k)
-			if failing[k] {
-				r.first[k] = true
-				r.firstLeft++
-			}
-		}
-	}
-	slices.SortFunc(r.order, func(a, b Key) int {
-		if r.first[a] != r.first[b] {
-			if r.first[a] {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return r
-}
-
-// maxes returns the limits for the entry's current number of resources.
-func (r *rollout) maxes() (maxInFlight, maxFailed int) {
-	return r.limits.Limits(len(r.states))
-}
-
-// set moves key to st, keeping the counts.
-func (r *rollout) set(key Key, st rolloutState) {
-	if prev, ok := r.states[key]; ok {
-		r.counts[prev]--
-		if prev == rolloutPending && r.first[key] {
-			r.firstLeft--
-		}
-	}
-	r.states[key] = st
-	r.counts[st]++
-}
-
-// observe records what the caches say of key and returns its state. Once
-// moved, a resource never counts as pending again: right after its move
-// the caches may still show its old children.
-func (r *rollout) observe(key Key, st rolloutState) rolloutState {
-	prev, known := r.states[key]
-	switch {
-	case known && prev.moved() && !st.moved():
-		return prev
-	case known && prev == st:
-		return st
-	case !known && st == rolloutPending:
-		// Created since the rollout began, with children of another
-		// revision (restored from a backup): it queues last.
-		r.order = append(r.order, key)
-	}
-	r.set(key, st)
-	return st
-}
-
-// inFlight counts the moved resources not yet Ready.
-func (r *rollout) inFlight() int { return r.counts[rolloutRolling] }
-
-// halted reports whether maxFailed moved resources have failed.
-func (r *rollout) halted() bool {
-	_, maxFailed := r.maxes()
-	return r.counts[rolloutFailed] >= maxFailed
-}
-
-// admit decides whether key may be rendered now: anything but a pending
-// resource may; a pending one moves (and counts as rolling) only while the
-// rollout is not halted, a slot is free, and no resource that failed on
-// its old revision still waits for its turn before it.
-func (r *rollout) admit(key Key) bool {
-	if r.states[key] != rolloutPending {
-		return true
-	}
-	maxInFlight, _ := r.maxes()
-	if r.halted() || r.inFlight() >= maxInFlight || (r.firstLeft > 0 && !r.first[key]) {
-		return false
-	}
-	r.set(key, rolloutRolling)
-	return true
-}
-
-// forget drops a deleted (or paused) resource; its slot frees.
-func (r *rollout) forget(key Key) {
-	if prev, ok := r.states[key]; ok {
-		r.counts[prev]--
-		if prev == rolloutPending && r.first[key] {
-			r.firstLeft--
-		}
-		delete(r.states, key)
-	}
-}
-
-// next returns the pending resources to wake for the free slots, in order;
-// none while halted.
-func (r *rollout) next() []Key {
-	maxInFlight, _ := r.maxes()
-	free := maxInFlight - r.inFlight()
-	if free <= 0 || r.halted() {
-		return nil
-	}
-	for r.cursor < len(r.order) && r.states[r.order[r.cursor]] != rolloutPending {
-		r.cursor++
-	}
-	var wake []Key
-	for i := r.cursor; i < len(r.order) && len(wake) < free; i++ {
-		if k := r.order[i]; r.states[k] == rolloutPending {
-			wake = append(wake, k)
-		}
-	}
-	return wake
-}
-
 // rollouts holds the rollout of each entry that has one.
 type rollouts struct {
 	mu    sync.Mutex
-	byGVR map[schema.GroupVersionResource]*rollout
+	byGVR map[schema.GroupVersionResource]*rollout.Tracker
 }
 
 // rolloutGate runs before a resource of a rollout entry is rendered. It
@@ -237,32 +67,31 @@ func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 	st, _ := c.rolloutStateOf(parent, revision)
 	c.rollouts.mu.Lock()
 	r := c.rolloutFor(ctx, pk)
-	prev, known := r.states[key]
-	st = r.observe(key, st)
+	prev, known := r.State(key.NamespacedName)
+	st = r.Observe(key.NamespacedName, st)
 	if known && prev != st {
 		switch st {
-		case rolloutDone:
-			logger.Info("Rollout: resource Ready on the new templates", "revision", revision, "rolling", r.inFlight(), "pending", r.counts[rolloutPending])
-		case rolloutFailed:
-			logger.Info("Rollout: resource failed on the new templates", "revision", revision, "failed", r.counts[rolloutFailed])
+		case rollout.Done:
+			logger.Info("Rollout: resource Ready on the new templates", "revision", revision, "rolling", r.InFlight(), "pending", r.Count(rollout.Pending))
+		case rollout.Failed:
+			logger.Info("Rollout: resource failed on the new templates", "revision", revision, "failed", r.Count(rollout.Failed))
 		}
 	}
-	admitted := r.admit(key)
-	if admitted && st == rolloutPending {
-		maxInFlight, _ := r.maxes()
+	admitted := r.Admit(key.NamespacedName)
+	if admitted && st == rollout.Pending {
+		maxInFlight, _ := r.Maxes()
 		logger.Info("Rollout: moving resource to the new templates", "revision", revision,
-			"rolling", r.inFlight(), "maxInFlight", maxInFlight, "pending", r.counts[rolloutPending])
+			"rolling", r.InFlight(), "maxInFlight", maxInFlight, "pending", r.Count(rollout.Pending))
 	}
 	halt := ""
-	if r.halted() && r.counts[rolloutPending] > 0 && !r.haltReported {
-		r.haltReported = true
-		_, maxFailed := r.maxes()
+	if r.ReportHalt() {
+		_, maxFailed := r.Maxes()
 		halt = fmt.Sprintf("Rollout of %s to template revision %s halted: %d of the moved resources failed (maxFailed %d); the %d not moved keep their children until the config changes",
-			pk.Res.String(), revision, r.counts[rolloutFailed], maxFailed, r.counts[rolloutPending])
+			pk.Res.String(), revision, r.Count(rollout.Failed), maxFailed, r.Count(rollout.Pending))
 	}
-	wake := r.next()
-	if r.counts[rolloutPending] == 0 && r.inFlight() == 0 && known && prev != st {
-		logger.Info("Rollout complete", "revision", revision, "done", r.counts[rolloutDone], "failed", r.counts[rolloutFailed])
+	wake := r.Next()
+	if r.Count(rollout.Pending) == 0 && r.InFlight() == 0 && known && prev != st {
+		logger.Info("Rollout complete", "revision", revision, "done", r.Count(rollout.Done), "failed", r.Count(rollout.Failed))
 	}
 	c.reportRollout(pk, r)
 	c.rollouts.mu.Unlock()
@@ -272,8 +101,8 @@ func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 		c.recorder.Event(parent, corev1.EventTypeWarning, reasonRolloutHalted, halt)
 	}
 	for _, k := range wake {
-		if k != key {
-			c.opts.Enqueue(k)
+		if k != key.NamespacedName {
+			c.opts.Enqueue(Key{GVR: key.GVR, NamespacedName: k})
 		}
 	}
 	if !admitted {
@@ -287,70 +116,70 @@ func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 func (c *Reconciler) forgetRollout(pk *registry.Parent, key Key) {
 	c.rollouts.mu.Lock()
 	r := c.rollouts.byGVR[key.GVR]
-	var wake []Key
-	if r != nil && r.revision == pk.Set.Revision() {
-		if _, ok := r.states[key]; ok {
-			r.forget(key)
-			wake = r.next()
+	var wake []types.NamespacedName
+	if r != nil && r.Revision() == pk.Set.Revision() {
+		if _, ok := r.State(key.NamespacedName); ok {
+			r.Forget(key.NamespacedName)
+			wake = r.Next()
 			c.reportRollout(pk, r)
 		}
 	}
 	c.rollouts.mu.Unlock()
 	for _, k := range wake {
-		c.opts.Enqueue(k)
+		c.opts.Enqueue(Key{GVR: key.GVR, NamespacedName: k})
 	}
 }
 
 // rolloutFor returns the entry's rollout to its current revision, read
 // from the caches the first time that revision is seen (start-up, a
 // reload). Called under rollouts.mu.
-func (c *Reconciler) rolloutFor(ctx context.Context, pk *registry.Parent) *rollout {
+func (c *Reconciler) rolloutFor(ctx context.Context, pk *registry.Parent) *rollout.Tracker {
 	g := pk.Res.GVR()
 	revision := pk.Set.Revision()
-	if r := c.rollouts.byGVR[g]; r != nil && r.revision == revision {
-		r.limits = pk.Res.Rollout
+	if r := c.rollouts.byGVR[g]; r != nil && r.Revision() == revision {
+		r.SetLimits(pk.Res.Rollout)
 		return r
 	}
-	states, failing := map[Key]rolloutState{}, map[Key]bool{}
+	states, failing := map[types.NamespacedName]rollout.State{}, map[types.NamespacedName]bool{}
 	for _, inf := range pk.Informers {
 		for _, obj := range inf.GetIndexer().List() {
 			u, ok := obj.(*unstructured.Unstructured)
 			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[AnnotationPaused] == "true" {
 				continue
 			}
-			k := Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
+			k := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
 			states[k], failing[k] = c.rolloutStateOf(u, revision)
 		}
 	}
-	r := newRollout(revision, pk.Res.Rollout, states, failing)
+	r := rollout.Start(revision, pk.Res.Rollout, states, failing)
 	if c.rollouts.byGVR == nil {
-		c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout{}
+		c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout.Tracker{}
 	}
 	c.rollouts.byGVR[g] = r
-	if r.counts[rolloutPending] > 0 {
+	if r.Count(rollout.Pending) > 0 {
 		klog.FromContext(ctx).Info("Rollout started", "resource", pk.Label, "revision", revision, "limits", pk.Res.Rollout.String(),
-			"pending", r.counts[rolloutPending], "failingFirst", r.firstLeft, "done", r.counts[rolloutDone],
-			"rolling", r.counts[rolloutRolling], "failed", r.counts[rolloutFailed])
+			"pending", r.Count(rollout.Pending), "failingFirst", r.FirstLeft(), "done", r.Count(rollout.Done),
+			"rolling", r.Count(rollout.Rolling), "failed", r.Count(rollout.Failed))
 	}
 	return r
 }
 
 // reportRollout sets the rollout gauges of the entry. Called under rollouts.mu.
-func (c *Reconciler) reportRollout(pk *registry.Parent, r *rollout) {
-	for _, st := range rolloutReported {
-		c.opts.Metrics.rolloutResources.WithLabelValues(pk.Label, st.String()).Set(float64(r.counts[st]))
+func (c *Reconciler) reportRollout(pk *registry.Parent, r *rollout.Tracker) {
+	for _, st := range rollout.Reported {
+		c.opts.Metrics.rolloutResources.WithLabelValues(pk.Label, st.String()).Set(float64(r.Count(st)))
 	}
-	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.Label).Set(boolGauge(r.halted() && r.counts[rolloutPending] > 0))
+	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.Label).Set(boolGauge(r.Halted() && r.Count(rollout.Pending) > 0))
 }
 
 // rolloutStateOf reads where parent stands from its status and cached
 // children: new without any child, pending when it is on another revision,
 // else failed, rolling or done by kstatus. failing says some child of a
 // pending resource is Failed on its old revision.
-func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision string) (st rolloutState, failing bool) {
+func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision string) (st rollout.State, failing bool) {
 	children := c.ownedChildren(parent)
 	if len(children) == 0 {
-		return rolloutNew, false
+		return rollout.NoChildren, false
 	}
 	objs := make([]*unstructured.Unstructured, len(children))
 	for i, ch := range children {
@@ -365,13 +194,13 @@ func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision 
 	}
 	switch {
 	case !moved:
-		return rolloutPending, anyFailed
+		return rollout.Pending, anyFailed
 	case anyFailed:
-		return rolloutFailed, false
+		return rollout.Failed, false
 	case all && allReady:
-		return rolloutDone, false
+		return rollout.Done, false
 	}
-	return rolloutRolling, false
+	return rollout.Rolling, false
 }
 
 // revisionOf reports whether parent has moved to revision, and whether all

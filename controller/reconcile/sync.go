@@ -22,6 +22,7 @@ import (
 
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/expect"
+	"stencil.dev/stencil/controller/reconcile/rollout"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
@@ -126,7 +127,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 func (c *Reconciler) ForgetUnconfigured() {
 	c.resources.retain(func(k Key) bool { return c.reg.Parent(k.GVR) != nil })
 	c.rollouts.mu.Lock()
-	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout) bool { return c.reg.Parent(g) == nil })
+	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout.Tracker) bool { return c.reg.Parent(g) == nil })
 	c.rollouts.mu.Unlock()
 }
 
