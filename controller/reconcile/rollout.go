@@ -22,8 +22,8 @@ import (
 
 // Rolling out a template change (an entry's rollout: maxInFlight,
 // maxFailed; its state machine is package rollout). Which render each
-// resource is on is read back from the
-// cluster, never kept only in memory: the resource's status names the
+// resource is on is read back from the cluster, never kept only in
+// memory: the resource's status names the
 // revision of the templates it was last rendered with
 // (templates.StatusTemplateRevision), once per resource, so that moving a
 // resource writes only the children whose render changed. A resource on
