@@ -6,11 +6,11 @@ import (
 	"stencil.dev/stencil/controller/registry"
 )
 
-// reloadNeeds turns what a reload adds to what stencil watches into the
+// additionNeeds turns what a reload adds to what stencil watches into the
 // verbs each addition needs: get, list and watch of a configured resource
 // and patch of its status, or what a child kind needs (rbac.go's lists,
 // the ones stencil rbac prints).
-func reloadNeeds(adds []registry.Addition) []registry.AccessNeed {
+func additionNeeds(adds []registry.Addition) []registry.AccessNeed {
 	var needs []registry.AccessNeed
 	for _, a := range adds {
 		if a.Child {
@@ -32,5 +32,5 @@ func (c *Controller) checkAccess(ctx context.Context, adds []registry.Addition) 
 	if c.opts.Kube == nil {
 		return nil
 	}
-	return registry.CheckAccess(ctx, c.opts.Kube.AuthorizationV1().SelfSubjectAccessReviews(), c.opts.CacheSyncTimeout, reloadNeeds(adds))
+	return registry.CheckAccess(ctx, c.opts.Kube.AuthorizationV1().SelfSubjectAccessReviews(), c.opts.CacheSyncTimeout, additionNeeds(adds))
 }

@@ -230,7 +230,7 @@ func (r *Registry) resolveWaiting(ctx context.Context) {
 			return
 		}
 		r.mu.Lock()
-		if r.reloading {
+		if r.reconfiguring {
 			r.recheck = true
 			r.mu.Unlock()
 			return

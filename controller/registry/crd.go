@@ -19,7 +19,7 @@ import (
 // informer's event runs refresh, which reads the stripped CRD cache for
 // each configured resource (served, and at which kind); parents.go starts
 // or stops that resource's informers; children.go resolves the child kinds
-// that waited for a CRD. reload.go is the other way in: a new config,
+// that waited for a CRD. reconfigure.go is the other way in: a new config,
 // prepared outside the lock and committed whole.
 
 // CRDResource is the resource of the CRD objects the registry watches.
@@ -186,7 +186,7 @@ func (r *Registry) refresh(ctx context.Context) {
 		r.refreshLocked(ctx, g, pk)
 	}
 	lookup := len(r.waitingKinds) > 0
-	if lookup && r.reloading {
+	if lookup && r.reconfiguring {
 		// The reload in progress owns the child kinds until it commits or
 		// is refused; it looks again then.
 		r.recheck, lookup = true, false

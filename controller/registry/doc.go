@@ -14,7 +14,7 @@
 // informer, refresh, the stripped CRD cache), parents.go (configured
 // resources, whose informers start and stop with their CRDs), children.go
 // (child kinds, those waiting for a CRD resolved). Beside them:
-// registry.go (the Registry, its accessors and cache lookups), reload.go
+// registry.go (the Registry, its accessors and cache lookups), reconfigure.go
 // (prepare, commit, discard), schema.go (status pruning by schema),
 // access.go (SelfSubjectAccessReviews), shard.go (a ring member's
 // share-limited informers and Reshard).

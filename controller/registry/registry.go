@@ -99,10 +99,10 @@ type Registry struct {
 	// childGen counts the changes of children, so that a plan built from
 	// an older state is not published over a newer one.
 	childGen uint64
-	// reloading is set while Reconfigure prepares a config: the child kinds
+	// reconfiguring is set while Reconfigure prepares a config: the child kinds
 	// are its to change; a CRD change meanwhile sets recheck, for it to
 	// look at the waiting kinds again once it ends.
-	reloading, recheck bool
+	reconfiguring, recheck bool
 	// runCtx is the context informers run under once Start was called.
 	runCtx context.Context
 	// childCtx, under runCtx, is the child informers'; stopChildren ends
@@ -112,8 +112,8 @@ type Registry struct {
 	// share is the part of the namespaces informers are built for (a ring
 	// member's, see shard.go); nil is all of them.
 	share atomic.Pointer[Shard]
-	// reloadMu makes reloads take turns.
-	reloadMu sync.Mutex
+	// reconfigureMu makes reloads take turns.
+	reconfigureMu sync.Mutex
 
 	crds cache.SharedIndexInformer
 }

@@ -145,8 +145,8 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	if s != nil && s.Holds == nil {
 		return errors.New("registry: a shard needs Holds")
 	}
-	r.reloadMu.Lock()
-	defer r.reloadMu.Unlock()
+	r.reconfigureMu.Lock()
+	defer r.reconfigureMu.Unlock()
 	r.mu.Lock()
 	r.share.Store(s)
 	running, have, runCtx, gen := maps.Clone(r.resources), maps.Clone(r.children), r.runCtx, r.childGen

@@ -123,13 +123,13 @@ func (r *Registry) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*tem
 		return nil, fmt.Errorf("registry: %d template sets for %d configured resources", len(sets), len(cfg.Resources))
 	}
 	// One reload at a time: each prepares against the state the last one left.
-	r.reloadMu.Lock()
-	defer r.reloadMu.Unlock()
+	r.reconfigureMu.Lock()
+	defer r.reconfigureMu.Unlock()
 	r.mu.Lock()
-	r.reloading = true
+	r.reconfiguring = true
 	running, have, refused, runCtx, childCtx := maps.Clone(r.resources), maps.Clone(r.children), maps.Clone(r.refusedKinds), r.runCtx, r.childCtx
 	r.mu.Unlock()
-	defer r.endReload(ctx)
+	defer r.endReconfigure(ctx)
 
 	p, err := r.prepare(ctx, cfg, sets, running, have, refused, runCtx, childCtx)
 	if err != nil {
@@ -305,11 +305,11 @@ func (r *Registry) commit(ctx context.Context, p *preparedConfig) {
 	r.commitChildrenLocked(ctx, p.children, p.stopChildren == nil)
 }
 
-// endReload ends a reload, committed or refused, and looks again at the
+// endReconfigure ends a reload, committed or refused, and looks again at the
 // waiting child kinds if a CRD changed while it ran.
-func (r *Registry) endReload(ctx context.Context) {
+func (r *Registry) endReconfigure(ctx context.Context) {
 	r.mu.Lock()
-	r.reloading = false
+	r.reconfiguring = false
 	recheck := r.recheck
 	r.recheck = false
 	r.mu.Unlock()
