@@ -121,8 +121,8 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 	if got := p.c.reg.Parent(webappGVR); got.Set != before.Set || got.Informers[""] != before.Informers[""] {
 		t.Errorf("webapps entry = %+v, want the running one %+v", got, before)
 	}
-	if ck := p.c.reg.Child(configMapGVK); ck != nil || !sameChildKinds(p.c.reg.ChildKinds(), kinds) {
-		t.Errorf("a refused reload changed the child kinds: ConfigMap %+v", ck)
+	if childKind := p.c.reg.Child(configMapGVK); childKind != nil || !sameChildKinds(p.c.reg.ChildKinds(), kinds) {
+		t.Errorf("a refused reload changed the child kinds: ConfigMap %+v", childKind)
 	}
 	p.create(webappGVR, webapp("b", map[string]any{"replicas": int64(1), "image": "nginx"}))
 	p.eventually("the new WebApp's Deployment is applied", func() bool { return p.applied(deploymentGVR, "b") })

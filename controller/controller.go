@@ -234,7 +234,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			WatchFailed:        c.health.watchFailed,
 			Served:             opts.Metrics.setServed,
 			Published:          c.precreate,
-			Removed:            func(pk *registry.Parent) { opts.Metrics.served.DeleteLabelValues(pk.Label) },
+			Removed:            func(entry *registry.Parent) { opts.Metrics.served.DeleteLabelValues(entry.Label) },
 			ChildKindsResolved: func() { c.EnqueueAll() },
 			CheckAccess:        c.checkAccess,
 		},
@@ -384,12 +384,12 @@ func (c *Controller) enqueueResource(g schema.GroupVersionResource) int {
 }
 
 // precreate makes the metric series of a published entry exist.
-func (c *Controller) precreate(pk *registry.Parent) {
+func (c *Controller) precreate(entry *registry.Parent) {
 	var names []string
-	for _, k := range pk.Set.Kinds() {
+	for _, k := range entry.Set.Kinds() {
 		names = append(names, k.Kind)
 	}
-	c.opts.Metrics.precreate(pk.Label, names, pk.Res.Rollout != nil)
+	c.opts.Metrics.precreate(entry.Label, names, entry.Res.Rollout != nil)
 }
 
 // Run starts the health and metrics servers and, under leader election when

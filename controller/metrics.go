@@ -111,12 +111,12 @@ func (m *Metrics) precreate(resource string, kinds []string, rollout bool) {
 }
 
 // setServed sets stencil_resource_served of an entry.
-func (m *Metrics) setServed(pk *registry.Parent) {
+func (m *Metrics) setServed(entry *registry.Parent) {
 	v := 0.0
-	if pk.Served {
+	if entry.Served {
 		v = 1
 	}
-	m.served.WithLabelValues(pk.Label).Set(v)
+	m.served.WithLabelValues(entry.Label).Set(v)
 }
 
 // RegisterClientMetrics routes client-go's REST client metrics
@@ -259,9 +259,9 @@ func (r *cachedResources) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (r *cachedResources) Collect(ch chan<- prometheus.Metric) {
 	rs := r.c.ring
-	for _, pk := range r.c.reg.Parents() {
-		keys := r.c.reg.Keys(pk.Res.GVR())
-		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(len(keys)), pk.Label)
+	for _, entry := range r.c.reg.Parents() {
+		keys := r.c.reg.Keys(entry.Res.GVR())
+		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(len(keys)), entry.Label)
 		if rs == nil {
 			continue
 		}
@@ -271,6 +271,6 @@ func (r *cachedResources) Collect(ch chan<- prometheus.Metric) {
 				outside++
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(r.outside, prometheus.GaugeValue, float64(outside), pk.Label)
+		ch <- prometheus.MustNewConstMetric(r.outside, prometheus.GaugeValue, float64(outside), entry.Label)
 	}
 }

@@ -278,8 +278,8 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 }
 
 func (p *plane) served(g schema.GroupVersionResource) bool {
-	pk := p.c.reg.Parent(g)
-	return pk != nil && pk.Served && pk.Running()
+	entry := p.c.reg.Parent(g)
+	return entry != nil && entry.Served && entry.Running()
 }
 
 func (p *plane) servedMetric(label string) float64 {

@@ -42,10 +42,10 @@ func BenchmarkResync(b *testing.B) {
 	ctx := klog.NewContext(b.Context(), klog.Background().V(0))
 	b.Run("render-only-baseline", func(b *testing.B) {
 		b.ReportAllocs()
-		pk := f.c.reg.Parent(webappGVR)
+		entry := f.c.reg.Parent(webappGVR)
 		for i := 0; b.Loop(); i++ {
 			k := keys[i%len(keys)]
-			parent, err := registry.GetCached(pk.Informers, webappGVR.GroupResource(), k.Namespace, k.Name)
+			parent, err := registry.GetCached(entry.Informers, webappGVR.GroupResource(), k.Namespace, k.Name)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func BenchmarkResync(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := pk.Set.Render(obj); err != nil {
+			if _, err := entry.Set.Render(obj); err != nil {
 				b.Fatal(err)
 			}
 		}

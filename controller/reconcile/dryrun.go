@@ -52,13 +52,13 @@ func (m *dryRunMemo) forget(uid types.UID) {
 // nothing, whether applying want to live would change the object. It is
 // used only where field ownership cannot tell (a field of the render that no
 // manager holds), and its answer is remembered per resourceVersion.
-func (c *Reconciler) serverAgrees(ctx context.Context, ck *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
+func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
 	version := live.GetResourceVersion() + "/" + hash
 	if c.dryRuns.has(live.GetUID(), version) {
 		return true
 	}
-	c.opts.Metrics.dryRuns.WithLabelValues(ck.GVK.Kind).Inc()
-	client := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace())
+	c.opts.Metrics.dryRuns.WithLabelValues(childKind.GVK.Kind).Inc()
+	client := c.opts.Dynamic.Resource(childKind.GVR).Namespace(want.GetNamespace())
 	// The cache holds a stripped child (transform.go): compare with the
 	// whole object.
 	whole, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})

@@ -38,9 +38,9 @@ func renderInput(parent *unstructured.Unstructured) [sha256.Size]byte {
 }
 
 // get returns the error the same render failed with, or nil.
-func (m renderFailures) get(key Key, pk *registry.Parent, parent *unstructured.Unstructured) (err error) {
+func (m renderFailures) get(key Key, entry *registry.Parent, parent *unstructured.Unstructured) (err error) {
 	m.states.view(key, func(st *resourceState) {
-		if st != nil && st.render != nil && st.render.set == pk.Set && st.render.input == renderInput(parent) {
+		if st != nil && st.render != nil && st.render.set == entry.Set && st.render.input == renderInput(parent) {
 			err = st.render.err
 		}
 	})
@@ -48,9 +48,9 @@ func (m renderFailures) get(key Key, pk *registry.Parent, parent *unstructured.U
 }
 
 // set remembers a failed render.
-func (m renderFailures) set(key Key, pk *registry.Parent, parent *unstructured.Unstructured, err error) {
+func (m renderFailures) set(key Key, entry *registry.Parent, parent *unstructured.Unstructured, err error) {
 	m.states.update(key, func(st *resourceState) {
-		st.render = &renderFailure{input: renderInput(parent), set: pk.Set, err: err}
+		st.render = &renderFailure{input: renderInput(parent), set: entry.Set, err: err}
 	})
 }
 

@@ -61,12 +61,12 @@ type rollouts struct {
 // may be rendered and applied now; a resource that must wait is left as it
 // is (no write at all). It also wakes the pending resources that free
 // slots can take, and announces a halt.
-func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key Key, parent *unstructured.Unstructured) bool {
+func (c *Reconciler) rolloutGate(ctx context.Context, entry *registry.Parent, key Key, parent *unstructured.Unstructured) bool {
 	logger := klog.FromContext(ctx)
-	revision := pk.Set.Revision()
+	revision := entry.Set.Revision()
 	st, _ := c.rolloutStateOf(parent, revision)
 	c.rollouts.mu.Lock()
-	r := c.rolloutFor(ctx, pk)
+	r := c.rolloutFor(ctx, entry)
 	prev, known := r.State(key.NamespacedName)
 	st = r.Observe(key.NamespacedName, st)
 	if known && prev != st {
@@ -87,13 +87,13 @@ func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 	if r.ReportHalt() {
 		_, maxFailed := r.Maxes()
 		halt = fmt.Sprintf("Rollout of %s to template revision %s halted: %d of the moved resources failed (maxFailed %d); the %d not moved keep their children until the config changes",
-			pk.Res.String(), revision, r.Count(rollout.Failed), maxFailed, r.Count(rollout.Pending))
+			entry.Res.String(), revision, r.Count(rollout.Failed), maxFailed, r.Count(rollout.Pending))
 	}
 	wake := r.Next()
 	if r.Count(rollout.Pending) == 0 && r.InFlight() == 0 && known && prev != st {
 		logger.Info("Rollout complete", "revision", revision, "done", r.Count(rollout.Done), "failed", r.Count(rollout.Failed))
 	}
-	c.reportRollout(pk, r)
+	c.reportRollout(entry, r)
 	c.rollouts.mu.Unlock()
 
 	if halt != "" {
@@ -113,15 +113,15 @@ func (c *Reconciler) rolloutGate(ctx context.Context, pk *registry.Parent, key K
 
 // forgetRollout drops a deleted or paused resource from its entry's
 // rollout, and wakes the resource that takes its slot.
-func (c *Reconciler) forgetRollout(pk *registry.Parent, key Key) {
+func (c *Reconciler) forgetRollout(entry *registry.Parent, key Key) {
 	c.rollouts.mu.Lock()
 	r := c.rollouts.byGVR[key.GVR]
 	var wake []types.NamespacedName
-	if r != nil && r.Revision() == pk.Set.Revision() {
+	if r != nil && r.Revision() == entry.Set.Revision() {
 		if _, ok := r.State(key.NamespacedName); ok {
 			r.Forget(key.NamespacedName)
 			wake = r.Next()
-			c.reportRollout(pk, r)
+			c.reportRollout(entry, r)
 		}
 	}
 	c.rollouts.mu.Unlock()
@@ -133,15 +133,15 @@ func (c *Reconciler) forgetRollout(pk *registry.Parent, key Key) {
 // rolloutFor returns the entry's rollout to its current revision, read
 // from the caches the first time that revision is seen (start-up, a
 // reload). Called under rollouts.mu.
-func (c *Reconciler) rolloutFor(ctx context.Context, pk *registry.Parent) *rollout.Tracker {
-	g := pk.Res.GVR()
-	revision := pk.Set.Revision()
+func (c *Reconciler) rolloutFor(ctx context.Context, entry *registry.Parent) *rollout.Tracker {
+	g := entry.Res.GVR()
+	revision := entry.Set.Revision()
 	if r := c.rollouts.byGVR[g]; r != nil && r.Revision() == revision {
-		r.SetLimits(pk.Res.Rollout)
+		r.SetLimits(entry.Res.Rollout)
 		return r
 	}
 	states, failing := map[types.NamespacedName]rollout.State{}, map[types.NamespacedName]bool{}
-	for _, inf := range pk.Informers {
+	for _, inf := range entry.Informers {
 		for _, obj := range inf.GetIndexer().List() {
 			u, ok := obj.(*unstructured.Unstructured)
 			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[AnnotationPaused] == "true" {
@@ -151,13 +151,13 @@ func (c *Reconciler) rolloutFor(ctx context.Context, pk *registry.Parent) *rollo
 			states[k], failing[k] = c.rolloutStateOf(u, revision)
 		}
 	}
-	r := rollout.Start(revision, pk.Res.Rollout, states, failing)
+	r := rollout.Start(revision, entry.Res.Rollout, states, failing)
 	if c.rollouts.byGVR == nil {
 		c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout.Tracker{}
 	}
 	c.rollouts.byGVR[g] = r
 	if r.Count(rollout.Pending) > 0 {
-		klog.FromContext(ctx).Info("Rollout started", "resource", pk.Label, "revision", revision, "limits", pk.Res.Rollout.String(),
+		klog.FromContext(ctx).Info("Rollout started", "resource", entry.Label, "revision", revision, "limits", entry.Res.Rollout.String(),
 			"pending", r.Count(rollout.Pending), "failingFirst", r.FirstLeft(), "done", r.Count(rollout.Done),
 			"rolling", r.Count(rollout.Rolling), "failed", r.Count(rollout.Failed))
 	}
@@ -165,11 +165,11 @@ func (c *Reconciler) rolloutFor(ctx context.Context, pk *registry.Parent) *rollo
 }
 
 // reportRollout sets the rollout gauges of the entry. Called under rollouts.mu.
-func (c *Reconciler) reportRollout(pk *registry.Parent, r *rollout.Tracker) {
+func (c *Reconciler) reportRollout(entry *registry.Parent, r *rollout.Tracker) {
 	for _, st := range rollout.Reported {
-		c.opts.Metrics.rolloutResources.WithLabelValues(pk.Label, st.String()).Set(float64(r.Count(st)))
+		c.opts.Metrics.rolloutResources.WithLabelValues(entry.Label, st.String()).Set(float64(r.Count(st)))
 	}
-	c.opts.Metrics.rolloutHalted.WithLabelValues(pk.Label).Set(boolGauge(r.Halted() && r.Count(rollout.Pending) > 0))
+	c.opts.Metrics.rolloutHalted.WithLabelValues(entry.Label).Set(boolGauge(r.Halted() && r.Count(rollout.Pending) > 0))
 }
 
 // rolloutStateOf reads where parent stands from its status and cached
@@ -229,11 +229,11 @@ func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unst
 // revisionOnChildren reports whether the entry's revision must be stamped
 // on each child: a rollout entry whose CRD's status schema would prune
 // templates.StatusTemplateRevision.
-func (c *Reconciler) revisionOnChildren(pk *registry.Parent) bool {
-	if pk.Res.Rollout == nil {
+func (c *Reconciler) revisionOnChildren(entry *registry.Parent) bool {
+	if entry.Res.Rollout == nil {
 		return false
 	}
-	s, ok := c.reg.StatusSchema(pk)
+	s, ok := c.reg.StatusSchema(entry)
 	return ok && prunesRevision(s)
 }
 
@@ -246,13 +246,13 @@ func prunesRevision(s map[string]any) bool {
 }
 
 // statusRevision returns the revision the status of parent, rendered with
-// pk's templates into the children live, should name: "" for an entry
+// entry's templates into the children live, should name: "" for an entry
 // without a rollout, and "" (the status stays without the field) where the
 // children alone already say it, as an earlier version of stencil left
 // them: an upgrade patches no status for it.
-func (c *Reconciler) statusRevision(pk *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
-	revision := pk.Set.Revision()
-	if pk.Res.Rollout == nil || revision == "" {
+func (c *Reconciler) statusRevision(entry *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
+	revision := entry.Set.Revision()
+	if entry.Res.Rollout == nil || revision == "" {
 		return ""
 	}
 	if _, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); !ok {
@@ -265,8 +265,8 @@ func (c *Reconciler) statusRevision(pk *registry.Parent, parent *unstructured.Un
 
 // ownedChild is a cached child and its kind.
 type ownedChild struct {
-	ck  *registry.Child
-	obj *unstructured.Unstructured
+	childKind *registry.Child
+	obj       *unstructured.Unstructured
 }
 
 // cachedChildren returns parent's cached children of kinds, found by the
@@ -274,14 +274,14 @@ type ownedChild struct {
 func cachedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) ([]ownedChild, error) {
 	var out []ownedChild
 	var errs []error
-	for _, ck := range kinds {
-		inf := registry.InformerFor(ck.Informers, parent.GetNamespace())
+	for _, childKind := range kinds {
+		inf := registry.InformerFor(childKind.Informers, parent.GetNamespace())
 		if inf == nil {
 			continue
 		}
 		objs, err := inf.GetIndexer().ByIndex(registry.OwnerUIDIndex, string(parent.GetUID()))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("listing children of kind %s: %w", ck.GVK.Kind, err))
+			errs = append(errs, fmt.Errorf("listing children of kind %s: %w", childKind.GVK.Kind, err))
 			continue
 		}
 		for _, o := range objs {
@@ -292,7 +292,7 @@ func cachedChildren(kinds []*registry.Child, parent *unstructured.Unstructured) 
 			if ref := metav1.GetControllerOf(child); ref == nil || ref.UID != parent.GetUID() {
 				continue
 			}
-			out = append(out, ownedChild{ck: ck, obj: child})
+			out = append(out, ownedChild{childKind: childKind, obj: child})
 		}
 	}
 	return out, errors.Join(errs...)

@@ -24,15 +24,15 @@ import (
 // the server stores less than was sent (a field the CRD's schema prunes),
 // the cached status never equals the desired one; statusMemo remembers what
 // the server made of the last patch, so the same request is not sent again.
-func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, want map[string]any) error {
-	if s, ok := c.reg.StatusSchema(pk); ok {
+func (c *Reconciler) patchStatus(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, want map[string]any) error {
+	if s, ok := c.reg.StatusSchema(entry); ok {
 		want, _ = registry.PruneBySchema(want, s).(map[string]any)
 	}
 	current := status.Current(parent)
 	if sameJSON(current, want) {
 		return nil
 	}
-	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
 	wantJSON, curJSON := jsonOf(want), jsonOf(current)
 	if c.statusMemo.matches(key, wantJSON, curJSON) {
 		return nil
@@ -53,7 +53,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, paren
 	if err := c.mayWrite(parent.GetNamespace()); err != nil {
 		return err
 	}
-	result, err := c.opts.Dynamic.Resource(pk.Res.GVR()).Namespace(parent.GetNamespace()).
+	result, err := c.opts.Dynamic.Resource(entry.Res.GVR()).Namespace(parent.GetNamespace()).
 		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	if err != nil {
 		err = fmt.Errorf("patching status: %w", err)
@@ -67,7 +67,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, pk *registry.Parent, paren
 	}
 	c.statusMemo.set(key, wantJSON, jsonOf(status.Current(result)))
 	c.expect.Wrote(result)
-	c.opts.Metrics.statusPatches.WithLabelValues(pk.Label).Inc()
+	c.opts.Metrics.statusPatches.WithLabelValues(entry.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", want["phase"])
 	return nil
 }

@@ -53,20 +53,20 @@ func (r childRef) String() string { return r.gvk.Kind + "/" + r.name }
 // only what differs, and classifies every error it returns.
 func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 	logger := klog.FromContext(ctx)
-	pk := c.reg.Parent(key.GVR)
-	if pk == nil {
+	entry := c.reg.Parent(key.GVR)
+	if entry == nil {
 		// Removed from the config since it was queued; Reconfigure
 		// forgot it.
 		logger.V(4).Info("Resource no longer configured")
 		return nil
 	}
-	parent, err := registry.GetCached(pk.Informers, key.GVR.GroupResource(), key.Namespace, key.Name)
+	parent, err := registry.GetCached(entry.Informers, key.GVR.GroupResource(), key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// Deleted: the garbage collector removes the children through their
 		// ownerReferences.
 		logger.V(4).Info("Resource no longer exists")
-		if pk.Res.Rollout != nil {
-			c.forgetRollout(pk, key)
+		if entry.Res.Rollout != nil {
+			c.forgetRollout(entry, key)
 		}
 		// Its fight episode, last status patch, refused children and
 		// failed render (resources.go).
@@ -86,39 +86,39 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return nil
 	}
 	if parent.GetAnnotations()[AnnotationPaused] == "true" {
-		if pk.Res.Rollout != nil {
-			c.forgetRollout(pk, key)
+		if entry.Res.Rollout != nil {
+			c.forgetRollout(entry, key)
 		}
-		return c.patchStatus(ctx, pk, parent, status.Paused(parent, AnnotationPaused+` is "true": stencil makes no writes for this resource`))
+		return c.patchStatus(ctx, entry, parent, status.Paused(parent, AnnotationPaused+` is "true": stencil makes no writes for this resource`))
 	}
-	if pk.Res.Rollout != nil && !c.rolloutGate(ctx, pk, key, parent) {
+	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, entry, key, parent) {
 		// Not moved to the new templates yet: left exactly as it is.
 		return nil
 	}
 
-	if err := c.renderFailures.get(key, pk, parent); err != nil {
+	if err := c.renderFailures.get(key, entry, parent); err != nil {
 		// The same render failed before: reported, not run again.
 		logger.V(4).Info("Render failed before with this spec and these templates, not rendered again")
-		return c.fail(ctx, pk, parent, status.ReasonRenderFailed, err)
+		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
 	}
 	obj, err := gvr.NewObject(parent, key.GVR)
 	if err != nil {
-		return c.fail(ctx, pk, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
+		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
-	desired, extra, err := pk.Set.RenderAll(obj)
+	desired, extra, err := entry.Set.RenderAll(obj)
 	if err == nil {
 		c.renderFailures.forget(key)
-		return c.converge(ctx, pk, parent, desired, extra)
+		return c.converge(ctx, entry, parent, desired, extra)
 	}
-	c.opts.Metrics.renderErrors.WithLabelValues(pk.Label).Inc()
+	c.opts.Metrics.renderErrors.WithLabelValues(entry.Label).Inc()
 	if errors.Is(err, templates.ErrBudgetExceeded) {
-		c.opts.Metrics.budgetExceeded.WithLabelValues(pk.Label).Inc()
+		c.opts.Metrics.budgetExceeded.WithLabelValues(entry.Label).Inc()
 	}
 	err = requeue.Terminal(err)
-	c.renderFailures.set(key, pk, parent, err)
+	c.renderFailures.set(key, entry, parent, err)
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
-	return c.fail(ctx, pk, parent, status.ReasonRenderFailed, err)
+	return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
 }
 
 // ForgetUnconfigured drops the same of every resource whose entry left the
@@ -141,34 +141,34 @@ func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message
 }
 
 // fail records a failure on the resource (event and status) and returns err.
-func (c *Reconciler) fail(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
+func (c *Reconciler) fail(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
 	c.warnOnce(parent, reason, err.Error())
 	want := status.Desired(parent, status.Outcome{FailReason: reason, FailMessage: err.Error(), Stalled: requeue.IsTerminal(err)})
-	if perr := c.patchStatus(ctx, pk, parent, want); perr != nil {
+	if perr := c.patchStatus(ctx, entry, parent, want); perr != nil {
 		return errors.Join(err, perr)
 	}
 	return err
 }
 
 // converge applies, prunes and reports on the rendered children.
-func (c *Reconciler) converge(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
+func (c *Reconciler) converge(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
 	if left, ok := c.terminating.left(parent.GetNamespace()); ok {
 		// Its namespace is being deleted and takes it along; look again
 		// once the memory of that expires, in case it is still there.
 		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
 		return requeue.After(nil, left)
 	}
-	w := c.applyAll(ctx, pk, parent, desired)
+	w := c.applyAll(ctx, entry, parent, desired)
 	if w.end {
 		return requeue.After(w.err, w.after)
 	}
-	pruned, err := c.prune(ctx, pk, parent, w.rendered)
+	pruned, err := c.prune(ctx, entry, parent, w.rendered)
 	if err != nil {
 		w.err = errors.Join(w.err, err)
 	}
 	w.changes.pruned = pruned
 	w.changes.record(c.recorder, parent)
-	return requeue.After(c.report(ctx, pk, parent, &w, extra), w.after)
+	return requeue.After(c.report(ctx, entry, parent, &w, extra), w.after)
 }
 
 // writes is what applying every rendered child of one resource came to.
@@ -196,22 +196,22 @@ func (w *writes) soon(d time.Duration) {
 }
 
 // applyAll brings every rendered child to the cluster (applyChild).
-func (c *Reconciler) applyAll(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured) writes {
-	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+func (c *Reconciler) applyAll(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured) writes {
+	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
 	w := writes{live: make([]*unstructured.Unstructured, len(desired)), rendered: map[childRef]bool{}}
-	onChildren := c.revisionOnChildren(pk)
+	onChildren := c.revisionOnChildren(entry)
 	for i, want := range desired {
 		w.rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
 		if onChildren {
-			drift.StampRevision(want, pk.Set.Revision())
+			drift.StampRevision(want, entry.Set.Revision())
 		}
-		r := c.applyChild(ctx, pk, parent, key, want)
+		r := c.applyChild(ctx, entry, parent, key, want)
 		if r.requeue > 0 {
 			w.soon(r.requeue)
 		}
 		switch {
 		case r.failReason != "":
-			w.err, w.end = c.fail(ctx, pk, parent, r.failReason, r.err), true
+			w.err, w.end = c.fail(ctx, entry, parent, r.failReason, r.err), true
 			return w
 		case r.end:
 			w.err, w.end = r.err, true
@@ -235,9 +235,9 @@ func (c *Reconciler) applyAll(ctx context.Context, pk *registry.Parent, parent *
 // report writes the status that the writes w came to, and asks to look
 // again where nothing else would bring the resource back: a foreign object
 // holding a child's name, the end of a fight episode, a first status.
-func (c *Reconciler) report(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
-	key := Key{GVR: pk.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
-	out := status.Outcome{Extra: extra, Live: w.live, Revision: c.statusRevision(pk, parent, w.live)}
+func (c *Reconciler) report(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
+	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	out := status.Outcome{Extra: extra, Live: w.live, Revision: c.statusRevision(entry, parent, w.live)}
 	switch {
 	case w.err != nil:
 		// A terminal apply error (invalid object) is reported and not retried;
@@ -245,12 +245,12 @@ func (c *Reconciler) report(ctx context.Context, pk *registry.Parent, parent *un
 		if !isAllTerminal(w.err) {
 			want := status.Desired(parent, status.Outcome{FailReason: status.ReasonApplyFailed, FailMessage: w.err.Error(), Extra: extra, Revision: out.Revision})
 			c.warnOnce(parent, status.ReasonApplyFailed, w.err.Error())
-			if perr := c.patchStatus(ctx, pk, parent, want); perr != nil {
+			if perr := c.patchStatus(ctx, entry, parent, want); perr != nil {
 				return errors.Join(w.err, perr)
 			}
 			return w.err
 		}
-		return c.fail(ctx, pk, parent, status.ReasonApplyFailed, requeue.Terminal(w.err))
+		return c.fail(ctx, entry, parent, status.ReasonApplyFailed, requeue.Terminal(w.err))
 	case len(w.conflicts) > 0:
 		out.FailReason, out.FailMessage = status.ReasonOwnershipConflict, strings.Join(w.conflicts, "; ")
 		out.Stalled = true
@@ -275,7 +275,7 @@ func (c *Reconciler) report(ctx context.Context, pk *registry.Parent, parent *un
 		w.soon(c.opts.FirstStatusDelay)
 		return nil
 	}
-	return c.patchStatus(ctx, pk, parent, want)
+	return c.patchStatus(ctx, entry, parent, want)
 }
 
 // childResult is what applying one rendered child came to.
@@ -304,10 +304,10 @@ type childResult struct {
 // applyChild brings one rendered child to the cluster: create it when no
 // object holds its name, apply it when it drifted (guarded against a
 // fight), or nothing when it is in sync.
-func (c *Reconciler) applyChild(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
+func (c *Reconciler) applyChild(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
 	gvk := want.GroupVersionKind()
-	ck := c.reg.Child(gvk)
-	if ck == nil {
+	childKind := c.reg.Child(gvk)
+	if childKind == nil {
 		// Rendered, so allowed; not served by the API server (its CRD
 		// is not installed) or cluster-scoped. Not retried: stencil
 		// renders every resource again when the kind is served.
@@ -318,11 +318,11 @@ func (c *Reconciler) applyChild(ctx context.Context, pk *registry.Parent, parent
 	if err != nil {
 		return childResult{failReason: status.ReasonRenderFailed, err: requeue.Terminal(err)}
 	}
-	live, err := c.liveChild(ctx, ck, want)
+	live, err := c.liveChild(ctx, childKind, want)
 	if err != nil {
 		return childResult{err: err}
 	}
-	ch := childSync{pk: pk, parent: parent, key: key, ck: ck, ref: childRef{gvk: gvk, name: want.GetName()}, want: want, hash: hash}
+	ch := childSync{entry: entry, parent: parent, key: key, childKind: childKind, ref: childRef{gvk: gvk, name: want.GetName()}, want: want, hash: hash}
 	if live == nil {
 		return c.createChild(ctx, ch)
 	}
@@ -335,18 +335,18 @@ func (c *Reconciler) applyChild(ctx context.Context, pk *registry.Parent, parent
 // childSync is one rendered child on its way to the cluster: whose it is,
 // its kind, the render and its applied hash.
 type childSync struct {
-	pk     *registry.Parent
-	parent *unstructured.Unstructured
-	key    Key
-	ck     *registry.Child
-	ref    childRef
-	want   *unstructured.Unstructured
-	hash   string
+	entry     *registry.Parent
+	parent    *unstructured.Unstructured
+	key       Key
+	childKind *registry.Child
+	ref       childRef
+	want      *unstructured.Unstructured
+	hash      string
 }
 
 // conflict says that a foreign object holds the child's name.
 func (ch childSync) conflict() string {
-	return fmt.Sprintf("%s/%s exists and is not controlled by %s %s", ch.want.GetKind(), ch.want.GetName(), ch.pk.GVK.Kind, ch.parent.GetName())
+	return fmt.Sprintf("%s/%s exists and is not controlled by %s %s", ch.want.GetKind(), ch.want.GetName(), ch.entry.GVK.Kind, ch.parent.GetName())
 }
 
 // createChild creates a child no object holds the name of.
@@ -359,7 +359,7 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
-	created, taken, err := c.createByApply(ctx, ch.ck, want)
+	created, taken, err := c.createByApply(ctx, ch.childKind, want)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -371,7 +371,7 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, nil, want, err)}
 	}
 	c.refusals.clear(ch.key, ch.ref)
-	c.opts.Metrics.childWrites.WithLabelValues(ch.pk.Label, want.GetKind(), verbCreate).Inc()
+	c.opts.Metrics.childWrites.WithLabelValues(ch.entry.Label, want.GetKind(), verbCreate).Inc()
 	c.expectChild(created)
 	logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: created, change: reasonCreated}
@@ -383,7 +383,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	logger := klog.FromContext(ctx)
 	want := ch.want
 	d := drift.Detect(live, want, drift.LegacyHash(live, want, ch.hash))
-	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.ck, want, live, ch.hash) {
+	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.childKind, want, live, ch.hash) {
 		// No manager holds a field of the render, yet applying it
 		// would change nothing: the server dropped or normalised it.
 		d.Kind = drift.InSync
@@ -411,7 +411,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
-	applied, err := c.opts.Dynamic.Resource(ch.ck.GVR).Namespace(want.GetNamespace()).
+	applied, err := c.opts.Dynamic.Resource(ch.childKind.GVR).Namespace(want.GetNamespace()).
 		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -424,7 +424,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, live, want, err)}
 	}
 	c.refusals.clear(ch.key, ch.ref)
-	c.opts.Metrics.childWrites.WithLabelValues(ch.pk.Label, want.GetKind(), verbUpdate).Inc()
+	c.opts.Metrics.childWrites.WithLabelValues(ch.entry.Label, want.GetKind(), verbUpdate).Inc()
 	if applied.GetResourceVersion() == live.GetResourceVersion() {
 		// The server found nothing to change: no event for a no-op.
 		logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -494,8 +494,8 @@ func isAllTerminal(err error) bool {
 // owners; see registry.NameTaken) tells, without a request, whether a
 // foreign object of that name exists; only then is it read, to be reported.
 // Without a metadata cache (Options.Metadata nil) a GET tells.
-func (c *Reconciler) liveChild(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	live, err := registry.GetCached(ck.Informers, ck.GVR.GroupResource(), want.GetNamespace(), want.GetName())
+func (c *Reconciler) liveChild(ctx context.Context, childKind *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live, err := registry.GetCached(childKind.Informers, childKind.GVR.GroupResource(), want.GetNamespace(), want.GetName())
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
@@ -508,10 +508,10 @@ func (c *Reconciler) liveChild(ctx context.Context, ck *registry.Child, want *un
 	if live != nil {
 		return live, nil
 	}
-	if ck.Names != nil && !registry.NameTaken(ck.Names, want.GetNamespace(), want.GetName()) {
+	if childKind.Names != nil && !registry.NameTaken(childKind.Names, want.GetNamespace(), want.GetName()) {
 		return nil, nil
 	}
-	live, err = c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+	live, err = c.opts.Dynamic.Resource(childKind.GVR).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -536,8 +536,8 @@ func (c *Reconciler) expectChild(written *unstructured.Unstructured) {
 // apply would; stencil reports OwnershipConflict. (An object that already
 // has a controller cannot get a second one either: the API server refuses
 // two controller references.)
-func (c *Reconciler) createByApply(ctx context.Context, ck *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	created, err := c.opts.Dynamic.Resource(ck.GVR).Namespace(want.GetNamespace()).
+func (c *Reconciler) createByApply(ctx context.Context, childKind *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	created, err := c.opts.Dynamic.Resource(childKind.GVR).Namespace(want.GetNamespace()).
 		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
 	if apierrors.IsConflict(err) {
 		return nil, true, nil
@@ -554,7 +554,7 @@ func (c *Reconciler) createByApply(ctx context.Context, ck *registry.Child, want
 // prune deletes this parent's children that the templates no longer render.
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
-func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
+func (c *Reconciler) prune(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
 	var pruned []string
 	kinds := c.reg.ChildKinds()
 	slices.SortStableFunc(kinds, func(a, b *registry.Child) int {
@@ -563,8 +563,8 @@ func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *uns
 	})
 	children, errs := cachedChildren(kinds, parent)
 	for _, oc := range children {
-		ck, child := oc.ck, oc.obj
-		if rendered[childRef{gvk: ck.GVK, name: child.GetName()}] {
+		childKind, child := oc.childKind, oc.obj
+		if rendered[childRef{gvk: childKind.GVK, name: child.GetName()}] {
 			continue
 		}
 		uid := child.GetUID()
@@ -575,7 +575,7 @@ func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *uns
 		if err := c.mayWrite(child.GetNamespace()); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
-		err := c.opts.Dynamic.Resource(ck.GVR).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
+		err := c.opts.Dynamic.Resource(childKind.GVR).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// That object is gone already (the UID precondition failed):
@@ -584,14 +584,14 @@ func (c *Reconciler) prune(ctx context.Context, pk *registry.Parent, parent *uns
 			continue
 		}
 		if err != nil {
-			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", ck.GVK.Kind, child.GetName(), err)
-			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", ck.GVK.Kind, child.GetName(), err))
+			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", childKind.GVK.Kind, child.GetName(), err)
+			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", childKind.GVK.Kind, child.GetName(), err))
 			continue
 		}
 		c.expect.Deleted(expect.KeyOf(child), uid)
-		c.opts.Metrics.childWrites.WithLabelValues(pk.Label, ck.GVK.Kind, verbDelete).Inc()
-		pruned = append(pruned, ck.GVK.Kind+"/"+child.GetName())
-		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", ck.GVK.Kind, "child", klog.KObj(child))
+		c.opts.Metrics.childWrites.WithLabelValues(entry.Label, childKind.GVK.Kind, verbDelete).Inc()
+		pruned = append(pruned, childKind.GVK.Kind+"/"+child.GetName())
+		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", childKind.GVK.Kind, "child", klog.KObj(child))
 	}
 	return pruned, errs
 }

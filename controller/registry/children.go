@@ -50,11 +50,11 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 	have map[schema.GroupVersionKind]*Child, refused map[schema.GroupVersionKind]bool, gate *pending) (*childPlan, error) {
 	namespaces := map[string]bool{}
 	var kinds []schema.GroupVersionKind
-	for _, pk := range parents {
-		for _, ns := range ScopeNamespaces(r.opts.Namespace, pk.Res.Namespaces) {
+	for _, entry := range parents {
+		for _, ns := range ScopeNamespaces(r.opts.Namespace, entry.Res.Namespaces) {
 			namespaces[ns] = true
 		}
-		for _, k := range pk.Set.Kinds() {
+		for _, k := range entry.Set.Kinds() {
 			if !slices.Contains(kinds, k) {
 				kinds = append(kinds, k)
 			}
@@ -78,7 +78,7 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 		if refused[k] {
 			continue
 		}
-		ck, ok := have[k]
+		childKind, ok := have[k]
 		if !ok {
 			mapping, err := r.restMapping(k, &reset)
 			if err != nil {
@@ -92,65 +92,65 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 				plan.refused[k] = true
 				continue
 			}
-			ck = &Child{GVK: k, GVR: mapping.Resource, Informers: map[string]cache.SharedIndexInformer{}}
+			childKind = &Child{GVK: k, GVR: mapping.Resource, Informers: map[string]cache.SharedIndexInformer{}}
 		} else {
-			cp := *ck
-			cp.Informers = maps.Clone(ck.Informers)
-			cp.Names = maps.Clone(ck.Names)
-			ck = &cp
+			cp := *childKind
+			cp.Informers = maps.Clone(childKind.Informers)
+			cp.Names = maps.Clone(childKind.Names)
+			childKind = &cp
 		}
 		for _, ns := range nsList {
-			if _, ok := ck.Informers[metav1.NamespaceAll]; ok {
+			if _, ok := childKind.Informers[metav1.NamespaceAll]; ok {
 				break
 			}
-			if _, ok := ck.Informers[ns]; ok {
+			if _, ok := childKind.Informers[ns]; ok {
 				continue
 			}
-			added, err := r.addChildInformers(ctx, ck, ns, gate)
+			added, err := r.addChildInformers(ctx, childKind, ns, gate)
 			if err != nil {
 				return nil, err
 			}
 			plan.added = append(plan.added, added...)
 		}
-		plan.kinds[k] = ck
+		plan.kinds[k] = childKind
 	}
 	return plan, nil
 }
 
-// addChildInformers gives ck informers for namespace ns (not started):
+// addChildInformers gives childKind informers for namespace ns (not started):
 // its children, and the names of every object of its kind when the
 // registry has a metadata client.
-func (r *Registry) addChildInformers(ctx context.Context, ck *Child, ns string, gate *pending) ([]namedInformer, error) {
-	name := ck.GVR.GroupResource().String()
+func (r *Registry) addChildInformers(ctx context.Context, childKind *Child, ns string, gate *pending) ([]namedInformer, error) {
+	name := childKind.GVR.GroupResource().String()
 	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
 	// Children are cached only if they carry stencil's label: on a shared
 	// cluster the Deployments and Services of others cost no memory.
-	inf := r.newInformer(ck.GVR, ns, managed, cache.Indexers{OwnerUIDIndex: indexByOwnerUID})
+	inf := r.newInformer(childKind.GVR, ns, managed, cache.Indexers{OwnerUIDIndex: indexByOwnerUID})
 	if t := r.opts.Hooks.ChildTransform; t != nil {
 		if err := inf.SetTransform(t); err != nil {
-			return nil, fmt.Errorf("informer for %s: %w", ck.GVR, err)
+			return nil, fmt.Errorf("informer for %s: %w", childKind.GVR, err)
 		}
 	}
 	if h := r.opts.Hooks.ChildHandler; h != nil {
 		if _, err := inf.AddEventHandler(h); err != nil {
-			return nil, fmt.Errorf("adding event handler for %s: %w", ck.GVR, err)
+			return nil, fmt.Errorf("adding event handler for %s: %w", childKind.GVR, err)
 		}
 	}
 	r.watchErrors(ctx, inf, func() bool { return true }, gate, name)
-	ck.Informers[ns] = inf
+	childKind.Informers[ns] = inf
 	added := []namedInformer{{name: name, inf: inf}}
 	if r.opts.Metadata == nil {
 		return added, nil
 	}
-	if ck.Names == nil {
-		ck.Names = map[string]cache.SharedIndexInformer{}
+	if childKind.Names == nil {
+		childKind.Names = map[string]cache.SharedIndexInformer{}
 	}
-	names := r.newNamesInformer(ck.GVR, ns)
+	names := r.newNamesInformer(childKind.GVR, ns)
 	if err := names.SetTransform(stripNames); err != nil {
-		return nil, fmt.Errorf("names informer for %s: %w", ck.GVR, err)
+		return nil, fmt.Errorf("names informer for %s: %w", childKind.GVR, err)
 	}
 	r.watchErrors(ctx, names, func() bool { return true }, gate, name+" (names)")
-	ck.Names[ns] = names
+	childKind.Names[ns] = names
 	return append(added, namedInformer{name: name + " (names)", inf: names}), nil
 }
 
@@ -176,11 +176,11 @@ func (r *Registry) restMapping(k schema.GroupVersionKind, reset *bool) (*meta.RE
 // returns them, to wait for. Each change of state is logged once.
 func (r *Registry) commitChildrenLocked(ctx context.Context, plan *childPlan, start bool) []cache.InformerSynced {
 	logger := klog.FromContext(ctx)
-	for k, ck := range plan.kinds {
+	for k, childKind := range plan.kinds {
 		if r.waitingKinds[k] {
-			logger.Info("Serving child kind", "kind", k.String(), "resource", ck.GVR.String())
+			logger.Info("Serving child kind", "kind", k.String(), "resource", childKind.GVR.String())
 		}
-		r.children[k] = ck
+		r.children[k] = childKind
 	}
 	waiting := make(map[schema.GroupVersionKind]bool, len(plan.waiting))
 	for k, err := range plan.waiting {

@@ -129,13 +129,13 @@ func StripCRD(obj any) (any, error) {
 	return out, nil
 }
 
-// crdServes reports whether the CRD behind pk is Established and serves its
+// crdServes reports whether the CRD behind entry is Established and serves its
 // version, from the CRD cache, and the Kind it serves.
-func (r *Registry) crdServes(pk *Parent) bool {
-	if pk.Builtin {
+func (r *Registry) crdServes(entry *Parent) bool {
+	if entry.Builtin {
 		return true
 	}
-	_, ok := r.servedKind(pk.Res)
+	_, ok := r.servedKind(entry.Res)
 	return ok
 }
 
@@ -144,13 +144,13 @@ func (r *Registry) servedKind(res gvr.Resource) (string, bool) {
 	return ServedKind(r.crds.GetIndexer(), res)
 }
 
-// StatusSchema returns the status schema of pk's CRD at its version from
+// StatusSchema returns the status schema of entry's CRD at its version from
 // the CRD cache, and whether there is one to prune by.
-func (r *Registry) StatusSchema(pk *Parent) (map[string]any, bool) {
-	if pk.Builtin || r.crds == nil {
+func (r *Registry) StatusSchema(entry *Parent) (map[string]any, bool) {
+	if entry.Builtin || r.crds == nil {
 		return nil, false
 	}
-	return StatusSchema(r.crds.GetIndexer(), pk.Res)
+	return StatusSchema(r.crds.GetIndexer(), entry.Res)
 }
 
 // newCRDInformer watches the CRD objects; every change re-evaluates which
@@ -182,8 +182,8 @@ func (r *Registry) refresh(ctx context.Context) {
 		return
 	}
 	r.mu.Lock()
-	for g, pk := range r.resources {
-		r.refreshLocked(ctx, g, pk)
+	for g, entry := range r.resources {
+		r.refreshLocked(ctx, g, entry)
 	}
 	lookup := len(r.waitingKinds) > 0
 	if lookup && r.reconfiguring {
@@ -198,26 +198,26 @@ func (r *Registry) refresh(ctx context.Context) {
 }
 
 // refreshLocked re-evaluates one resource; r.mu is held.
-func (r *Registry) refreshLocked(ctx context.Context, g schema.GroupVersionResource, pk *Parent) {
+func (r *Registry) refreshLocked(ctx context.Context, g schema.GroupVersionResource, entry *Parent) {
 	logger := klog.FromContext(ctx)
-	served, kind := true, pk.GVK.Kind
-	if !pk.Builtin {
-		kind, served = r.servedKind(pk.Res)
+	served, kind := true, entry.GVK.Kind
+	if !entry.Builtin {
+		kind, served = r.servedKind(entry.Res)
 	}
-	next := *pk
+	next := *entry
 	switch {
-	case served && (!pk.Served || kind != pk.GVK.Kind):
-		if pk.Served {
-			delete(r.byKind, pk.GVK.GroupKind())
+	case served && (!entry.Served || kind != entry.GVK.Kind):
+		if entry.Served {
+			delete(r.byKind, entry.GVK.GroupKind())
 		}
 		next.Served, next.GVK.Kind = true, kind
 		r.byKind[next.GVK.GroupKind()] = g
 		logger.Info("Serving resource", "gvr", g.String(), "kind", kind)
-	case !served && pk.Served:
+	case !served && entry.Served:
 		next.Served = false
-		delete(r.byKind, pk.GVK.GroupKind())
+		delete(r.byKind, entry.GVK.GroupKind())
 		logger.Info("Stopped serving resource: its CRD is gone or no longer serves this version", "gvr", g.String())
-	case !served && !pk.waitLogged():
+	case !served && !entry.waitLogged():
 		logger.Info("Waiting for CRD", "gvr", g.String(), "crd", g.Resource+"."+g.Group)
 	}
 	r.served(&next)

@@ -27,7 +27,8 @@ import (
 // change is seen within a watch event, and costs nothing while nothing
 // changes.
 
-// Parent is one configured resource and its informers. It is replaced,
+// Parent is one configured resource, an entry of the config (a value of it
+// is called entry), and its informers. It is replaced,
 // never changed, once published: a sync holds the version it started with.
 type Parent struct {
 	// Res is the config entry, Set its templates.
@@ -51,9 +52,10 @@ type Parent struct {
 }
 
 // Running reports whether the resource's informers run.
-func (pk *Parent) Running() bool { return pk.stop != nil }
+func (entry *Parent) Running() bool { return entry.stop != nil }
 
-// Child is one allowed child kind and its informers.
+// Child is one allowed child kind (a value of it is called childKind) and
+// its informers.
 type Child struct {
 	// GVK and GVR name the kind and its resource.
 	GVK schema.GroupVersionKind
@@ -100,32 +102,32 @@ func builtinGroup(group string) bool {
 // errors until the config they were built for is committed.
 func (r *Registry) newParentKind(ctx context.Context, path string, res gvr.Resource, set *templates.Set, gate *pending) (*Parent, error) {
 	g := res.GVR()
-	pk := &Parent{Res: res, Set: set, Label: g.GroupResource().String(), Builtin: builtinGroup(res.Group),
+	entry := &Parent{Res: res, Set: set, Label: g.GroupResource().String(), Builtin: builtinGroup(res.Group),
 		GVK: schema.GroupVersionKind{Group: res.Group, Version: res.Version}}
-	if pk.Builtin {
+	if entry.Builtin {
 		gvk, err := r.opts.Mapper.KindFor(g)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: the API server does not serve this built-in resource: %w", path, g, err)
 		}
-		pk.GVK, pk.Served = gvk, true
+		entry.GVK, entry.Served = gvk, true
 	}
-	if err := r.makeParentInformers(ctx, pk, gate); err != nil {
+	if err := r.makeParentInformers(ctx, entry, gate); err != nil {
 		return nil, err
 	}
-	return pk, nil
+	return entry, nil
 }
 
-// makeParentInformers gives pk a fresh set of informers: an informer that
+// makeParentInformers gives entry a fresh set of informers: an informer that
 // was stopped cannot run again. gate is newParentKind's.
-func (r *Registry) makeParentInformers(ctx context.Context, pk *Parent, gate *pending) error {
-	g := pk.Res.GVR()
-	pk.Informers = map[string]cache.SharedIndexInformer{}
-	namespaces := ScopeNamespaces(r.opts.Namespace, pk.Res.Namespaces)
+func (r *Registry) makeParentInformers(ctx context.Context, entry *Parent, gate *pending) error {
+	g := entry.Res.GVR()
+	entry.Informers = map[string]cache.SharedIndexInformer{}
+	namespaces := ScopeNamespaces(r.opts.Namespace, entry.Res.Namespaces)
 	if len(namespaces) == 0 {
 		klog.FromContext(ctx).Info("Resource not watched: none of its namespaces is in --namespace",
 			"gvr", g.String(), "namespace", r.opts.Namespace)
 	}
-	selector := pk.Res.LabelSelector().String()
+	selector := entry.Res.LabelSelector().String()
 	for _, ns := range namespaces {
 		inf := r.newInformer(g, ns, selector, cache.Indexers{})
 		if t := r.opts.Hooks.ParentTransform; t != nil {
@@ -138,20 +140,20 @@ func (r *Registry) makeParentInformers(ctx context.Context, pk *Parent, gate *pe
 				return fmt.Errorf("adding event handler for %s: %w", g, err)
 			}
 		}
-		r.watchErrors(ctx, inf, func() bool { return r.crdServes(pk) }, gate, g.GroupResource().String())
-		pk.Informers[ns] = inf
+		r.watchErrors(ctx, inf, func() bool { return r.crdServes(entry) }, gate, g.GroupResource().String())
+		entry.Informers[ns] = inf
 	}
 	return nil
 }
 
 // waitLogged reports whether "Waiting for CRD" was logged already.
-func (pk *Parent) waitLogged() bool { return pk.logged }
+func (entry *Parent) waitLogged() bool { return entry.logged }
 
-// startParentLocked runs pk's informers under the workers' context.
-func (r *Registry) startParentLocked(pk *Parent) {
+// startParentLocked runs entry's informers under the workers' context.
+func (r *Registry) startParentLocked(entry *Parent) {
 	ctx, cancel := context.WithCancel(r.runCtx)
-	pk.stop = cancel
-	for _, inf := range pk.Informers {
+	entry.stop = cancel
+	for _, inf := range entry.Informers {
 		go inf.RunWithContext(ctx)
 	}
 }

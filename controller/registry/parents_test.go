@@ -12,8 +12,8 @@ import (
 func TestRegistryServesResourceOnceItsCRDAppears(t *testing.T) {
 	cfg, sets := testConfig(t, entries{})
 	h := startRegistry(t, cfg, sets, webapp("ns", "a"))
-	if pk := h.reg.Parent(webappGVR); pk == nil || pk.Served || pk.Running() {
-		t.Fatalf("webapps entry = %+v before its CRD exists, want configured, not served, no informer running", pk)
+	if entry := h.reg.Parent(webappGVR); entry == nil || entry.Served || entry.Running() {
+		t.Fatalf("webapps entry = %+v before its CRD exists, want configured, not served, no informer running", entry)
 	}
 	if served, told := h.rec.servedAs("webapps.apps.example.com"); served || !told {
 		t.Fatalf("Served hook: served %v (told %v) before the CRD exists, want told it is not served", served, told)
@@ -45,8 +45,8 @@ func TestRegistryStopsServingResourceWhoseCRDIsDeletedOthersUndisturbed(t *testi
 	if served, _ := h.rec.servedAs("gizmos.toys.example.com"); served {
 		t.Error("Served hook not told that gizmos is no longer served")
 	}
-	if pk := h.reg.Parent(gizmoGVR); pk == nil || pk.Running() {
-		t.Errorf("gizmos entry = %+v, want kept in the config with its informers stopped", pk)
+	if entry := h.reg.Parent(gizmoGVR); entry == nil || entry.Running() {
+		t.Errorf("gizmos entry = %+v, want kept in the config with its informers stopped", entry)
 	}
 	if g, ok := h.reg.servedBy(schema.GroupKind{Group: "toys.example.com", Kind: "Gizmo"}); ok {
 		t.Errorf("byKind[Gizmo] = %v after its CRD was deleted, want none", g)

@@ -90,9 +90,9 @@ func (p *preparedConfig) discard() {
 	if p.stopChildren != nil {
 		p.stopChildren()
 	}
-	for g, pk := range p.next {
-		if !p.kept[g] && pk.stop != nil {
-			pk.stop()
+	for g, entry := range p.next {
+		if !p.kept[g] && entry.stop != nil {
+			entry.stop()
 		}
 	}
 }
@@ -149,16 +149,16 @@ func (r *Registry) prepare(ctx context.Context, cfg *gvr.Config, sets []*templat
 	for i, res := range cfg.Resources {
 		g := res.GVR()
 		if old, ok := running[g]; ok && sameWatch(old.Res, res) {
-			pk := *old
-			pk.Res, pk.Set = res, sets[i]
-			p.next[g], p.kept[g] = &pk, true
+			entry := *old
+			entry.Res, entry.Set = res, sets[i]
+			p.next[g], p.kept[g] = &entry, true
 			continue
 		}
-		pk, err := r.newParentKind(ctx, cfg.Path, res, sets[i], p.gate)
+		entry, err := r.newParentKind(ctx, cfg.Path, res, sets[i], p.gate)
 		if err != nil {
 			return nil, err
 		}
-		p.next[g] = pk
+		p.next[g] = entry
 	}
 	plan, err := r.planChildren(ctx, p.next, have, refused, p.gate)
 	if err != nil {
@@ -192,15 +192,15 @@ func (r *Registry) prepare(ctx context.Context, cfg *gvr.Config, sets []*templat
 		go a.inf.RunWithContext(childCtx)
 		wait = append(wait, a)
 	}
-	for g, pk := range p.next {
-		if p.kept[g] || !r.crdServes(pk) {
+	for g, entry := range p.next {
+		if p.kept[g] || !r.crdServes(entry) {
 			continue
 		}
 		// Started here, so that a resource stencil may not watch refuses
 		// the reload; published (served, byKind) by refreshLocked at commit.
 		parentCtx, stop := context.WithCancel(runCtx)
-		pk.stop = stop
-		for _, inf := range pk.Informers {
+		entry.stop = stop
+		for _, inf := range entry.Informers {
 			go inf.RunWithContext(parentCtx)
 			wait = append(wait, namedInformer{name: g.GroupResource().String(), inf: inf})
 		}
@@ -271,9 +271,9 @@ func (r *Registry) commit(ctx context.Context, p *preparedConfig) {
 	for g := range p.kept {
 		// Re-read: a CRD change may have started or stopped the entry's
 		// informers since the reload began.
-		pk := *r.resources[g]
-		pk.Res, pk.Set = p.next[g].Res, p.next[g].Set
-		p.next[g] = &pk
+		entry := *r.resources[g]
+		entry.Res, entry.Set = p.next[g].Res, p.next[g].Set
+		p.next[g] = &entry
 	}
 	for g, old := range r.resources {
 		if p.kept[g] {
@@ -293,14 +293,14 @@ func (r *Registry) commit(ctx context.Context, p *preparedConfig) {
 		}
 	}
 	r.resources = p.next
-	for g, pk := range r.resources {
-		if !p.kept[g] && pk.Builtin {
+	for g, entry := range r.resources {
+		if !p.kept[g] && entry.Builtin {
 			// Served from the start (newParentKind): refreshLocked sees no
 			// change to publish.
-			r.byKind[pk.GVK.GroupKind()] = g
+			r.byKind[entry.GVK.GroupKind()] = g
 		}
-		r.published(pk)
-		r.refreshLocked(ctx, g, pk)
+		r.published(entry)
+		r.refreshLocked(ctx, g, entry)
 	}
 	r.commitChildrenLocked(ctx, p.children, p.stopChildren == nil)
 }
@@ -347,12 +347,12 @@ func additions(p *preparedConfig, have map[schema.GroupVersionKind]*Child, flagN
 	for _, k := range slices.SortedFunc(maps.Keys(p.children.kinds), func(a, b schema.GroupVersionKind) int {
 		return strings.Compare(a.String(), b.String())
 	}) {
-		ck := p.children.kinds[k]
-		for _, ns := range slices.Sorted(maps.Keys(ck.Informers)) {
+		childKind := p.children.kinds[k]
+		for _, ns := range slices.Sorted(maps.Keys(childKind.Informers)) {
 			if old := have[k]; old != nil && old.Informers[ns] != nil {
 				continue
 			}
-			out = append(out, Addition{GVR: ck.GVR, Namespace: ns, Child: true})
+			out = append(out, Addition{GVR: childKind.GVR, Namespace: ns, Child: true})
 		}
 	}
 	return out

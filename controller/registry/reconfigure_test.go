@@ -56,8 +56,8 @@ func TestReloadWhoseInformersCannotSyncLeavesTheRunningConfigServing(t *testing.
 	if got := h.reg.Parent(webappGVR); got.Set != before.Set || got.Informers[""] != before.Informers[""] || !h.served(webappGVR) {
 		t.Errorf("webapps entry = %+v, want the running one %+v, served", got, before)
 	}
-	if ck := h.reg.Child(configMapGVK); ck != nil {
-		t.Errorf("ConfigMap child kind published by a refused reload: %+v", ck)
+	if childKind := h.reg.Child(configMapGVK); childKind != nil {
+		t.Errorf("ConfigMap child kind published by a refused reload: %+v", childKind)
 	}
 	if got := h.reg.ChildKinds(); !sameChildKinds(got, kinds) {
 		t.Errorf("child kinds after a refused reload = %v, want the running %v", got, kinds)
@@ -80,8 +80,8 @@ func TestReloadWhoseInformersCannotSyncLeavesTheRunningConfigServing(t *testing.
 	if got := h.reg.Parent(webappGVR); got.Set != nextSets[0] || got.Informers[""] != before.Informers[""] {
 		t.Errorf("webapps entry = %+v, want the new templates on the running informers", got)
 	}
-	if ck := h.reg.Child(configMapGVK); ck == nil || ck.Informers[""] == nil || !ck.Informers[""].HasSynced() {
-		t.Errorf("ConfigMap child kind = %+v, want published with a synced informer", ck)
+	if childKind := h.reg.Child(configMapGVK); childKind == nil || childKind.Informers[""] == nil || !childKind.Informers[""].HasSynced() {
+		t.Errorf("ConfigMap child kind = %+v, want published with a synced informer", childKind)
 	}
 }
 
@@ -113,13 +113,13 @@ func TestReloadsRacingWithReadersAndCRDEventsEndOnTheLastConfig(t *testing.T) {
 					return
 				default:
 				}
-				for _, pk := range h.reg.Parents() {
-					for _, k := range h.reg.Keys(pk.Res.GVR()) {
-						_, _ = GetCached(pk.Informers, pk.Res.GVR().GroupResource(), k.Namespace, k.Name)
+				for _, entry := range h.reg.Parents() {
+					for _, k := range h.reg.Keys(entry.Res.GVR()) {
+						_, _ = GetCached(entry.Informers, entry.Res.GVR().GroupResource(), k.Namespace, k.Name)
 					}
 				}
-				for _, ck := range h.reg.ChildKinds() {
-					_ = InformerFor(ck.Informers, "ns")
+				for _, childKind := range h.reg.ChildKinds() {
+					_ = InformerFor(childKind.Informers, "ns")
 				}
 				_, _ = h.reg.ResolveOwner("ns", &metav1.OwnerReference{APIVersion: "toys.example.com/v1", Kind: "Gizmo", Name: "g0", UID: "uid-g0"})
 			}
@@ -138,8 +138,8 @@ func TestReloadsRacingWithReadersAndCRDEventsEndOnTheLastConfig(t *testing.T) {
 	wg.Wait()
 	// The last reload was to the small config: webapps only.
 	h.eventually("the last config serves every WebApp", func() bool {
-		pk := h.reg.Parent(webappGVR)
-		return h.served(webappGVR) && h.reg.Parent(gizmoGVR) == nil && pk.Set == setsSmall[0] && len(h.reg.Keys(webappGVR)) == 20
+		entry := h.reg.Parent(webappGVR)
+		return h.served(webappGVR) && h.reg.Parent(gizmoGVR) == nil && entry.Set == setsSmall[0] && len(h.reg.Keys(webappGVR)) == 20
 	})
 	if g, ok := h.reg.servedBy(schema.GroupKind{Group: "toys.example.com", Kind: "Gizmo"}); ok {
 		t.Errorf("byKind[Gizmo] = %v once a reload removed gizmos, want none", g)
@@ -157,8 +157,8 @@ func TestReloadAddingABuiltinResourcePublishesItsKind(t *testing.T) {
 	next, nextSets := testConfig(t, entries{configMapParent: true})
 	_, err := h.reg.Reconfigure(h.ctx, next, nextSets)
 	must(t, err)
-	if pk := h.reg.Parent(configMapGVR); pk == nil || !pk.Builtin || !pk.Served || pk.GVK != configMapGVK {
-		t.Fatalf("configmaps entry = %+v, want built-in, served, of kind ConfigMap", pk)
+	if entry := h.reg.Parent(configMapGVR); entry == nil || !entry.Builtin || !entry.Served || entry.GVK != configMapGVK {
+		t.Fatalf("configmaps entry = %+v, want built-in, served, of kind ConfigMap", entry)
 	}
 	if g, ok := h.reg.servedBy(configMapGVK.GroupKind()); !ok || g != configMapGVR {
 		t.Errorf("byKind[ConfigMap] = %v, %v; want %v (owner references resolve to it)", g, ok, configMapGVR)

@@ -140,16 +140,16 @@ func New(ctx context.Context, opts Options, cfg *gvr.Config, sets []*templates.S
 		return nil, err
 	}
 	for i, res := range cfg.Resources {
-		pk, err := r.newParentKind(ctx, cfg.Path, res, sets[i], nil)
+		entry, err := r.newParentKind(ctx, cfg.Path, res, sets[i], nil)
 		if err != nil {
 			return nil, err
 		}
-		r.resources[res.GVR()] = pk
-		if pk.Served {
-			r.byKind[pk.GVK.GroupKind()] = res.GVR()
+		r.resources[res.GVR()] = entry
+		if entry.Served {
+			r.byKind[entry.GVK.GroupKind()] = res.GVR()
 		}
-		r.published(pk)
-		r.served(pk)
+		r.published(entry)
+		r.served(entry)
 	}
 	plan, err := r.planChildren(ctx, r.resources, r.children, r.refusedKinds, nil)
 	if err != nil {
@@ -161,15 +161,15 @@ func New(ctx context.Context, opts Options, cfg *gvr.Config, sets []*templates.S
 	return r, nil
 }
 
-func (r *Registry) published(pk *Parent) {
+func (r *Registry) published(entry *Parent) {
 	if r.opts.Hooks.Published != nil {
-		r.opts.Hooks.Published(pk)
+		r.opts.Hooks.Published(entry)
 	}
 }
 
-func (r *Registry) served(pk *Parent) {
+func (r *Registry) served(entry *Parent) {
 	if r.opts.Hooks.Served != nil {
-		r.opts.Hooks.Served(pk)
+		r.opts.Hooks.Served(entry)
 	}
 }
 
@@ -182,11 +182,11 @@ func (r *Registry) Start(ctx context.Context) {
 	r.runCtx = ctx
 	r.childCtx, r.stopChildren = context.WithCancel(ctx)
 	go r.crds.RunWithContext(ctx)
-	for _, ck := range r.children {
-		for _, inf := range ck.Informers {
+	for _, childKind := range r.children {
+		for _, inf := range childKind.Informers {
 			go inf.RunWithContext(r.childCtx)
 		}
-		for _, inf := range ck.Names {
+		for _, inf := range childKind.Names {
 			go inf.RunWithContext(r.childCtx)
 		}
 	}
@@ -205,19 +205,19 @@ func (r *Registry) HasSynced() []cache.InformerSynced {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := []cache.InformerSynced{r.crds.HasSynced}
-	for _, pk := range r.resources {
-		if pk.stop == nil {
+	for _, entry := range r.resources {
+		if entry.stop == nil {
 			continue
 		}
-		for _, inf := range pk.Informers {
+		for _, inf := range entry.Informers {
 			out = append(out, inf.HasSynced)
 		}
 	}
-	for _, ck := range r.children {
-		for _, inf := range ck.Informers {
+	for _, childKind := range r.children {
+		for _, inf := range childKind.Informers {
 			out = append(out, inf.HasSynced)
 		}
-		for _, inf := range ck.Names {
+		for _, inf := range childKind.Names {
 			out = append(out, inf.HasSynced)
 		}
 	}
@@ -247,8 +247,8 @@ func (r *Registry) Parents() []*Parent {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*Parent, 0, len(r.resources))
-	for _, pk := range r.resources {
-		out = append(out, pk)
+	for _, entry := range r.resources {
+		out = append(out, entry)
 	}
 	return out
 }
@@ -265,8 +265,8 @@ func (r *Registry) ChildKinds() []*Child {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*Child, 0, len(r.children))
-	for _, ck := range r.children {
-		out = append(out, ck)
+	for _, childKind := range r.children {
+		out = append(out, childKind)
 	}
 	return out
 }
@@ -288,11 +288,11 @@ func (r *Registry) ResolveOwner(ns string, ref *metav1.OwnerReference) (schema.G
 	if !ok {
 		return schema.GroupVersionResource{}, false
 	}
-	pk := r.resources[g]
-	if pk == nil {
+	entry := r.resources[g]
+	if entry == nil {
 		return schema.GroupVersionResource{}, false
 	}
-	parent, err := GetCached(pk.Informers, g.GroupResource(), ns, ref.Name)
+	parent, err := GetCached(entry.Informers, g.GroupResource(), ns, ref.Name)
 	if err != nil || parent.GetUID() != ref.UID {
 		return schema.GroupVersionResource{}, false
 	}
@@ -302,12 +302,12 @@ func (r *Registry) ResolveOwner(ns string, ref *metav1.OwnerReference) (schema.G
 // Keys returns the namespace and name of every cached custom resource of
 // g, none while its informers do not run.
 func (r *Registry) Keys(g schema.GroupVersionResource) []types.NamespacedName {
-	pk := r.Parent(g)
-	if pk == nil || pk.stop == nil {
+	entry := r.Parent(g)
+	if entry == nil || entry.stop == nil {
 		return nil
 	}
 	var out []types.NamespacedName
-	for _, inf := range pk.Informers {
+	for _, inf := range entry.Informers {
 		for _, obj := range inf.GetIndexer().List() {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				out = append(out, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()})

@@ -216,15 +216,15 @@ func (rec *recorder) hooks() Hooks {
 				rec.added[g][m.GetNamespace()+"/"+m.GetName()]++
 			}}
 		},
-		Served: func(pk *Parent) {
+		Served: func(entry *Parent) {
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			rec.served[pk.Label] = pk.Served
+			rec.served[entry.Label] = entry.Served
 		},
-		Removed: func(pk *Parent) {
+		Removed: func(entry *Parent) {
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			rec.removed = append(rec.removed, pk.Label)
+			rec.removed = append(rec.removed, entry.Label)
 		},
 		WatchFailed: func(time.Time) {
 			rec.mu.Lock()
@@ -333,8 +333,8 @@ func (h *harness) create(g schema.GroupVersionResource, u *unstructured.Unstruct
 
 // served reports whether g is served and its informers run.
 func (h *harness) served(g schema.GroupVersionResource) bool {
-	pk := h.reg.Parent(g)
-	return pk != nil && pk.Served && pk.Running()
+	entry := h.reg.Parent(g)
+	return entry != nil && entry.Served && entry.Running()
 }
 
 // servedBy returns the entry that owner references of kind gk resolve to.

@@ -163,20 +163,20 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	}
 	discard := func() {
 		stopChildren()
-		for _, pk := range next {
-			if pk.stop != nil {
-				pk.stop()
+		for _, entry := range next {
+			if entry.stop != nil {
+				entry.stop()
 			}
 		}
 	}
-	for g, pk := range running {
-		cp := *pk
+	for g, entry := range running {
+		cp := *entry
 		if err := r.makeParentInformers(ctx, &cp, gate); err != nil {
 			discard()
 			return err
 		}
 		cp.stop = nil
-		if runCtx != nil && pk.Running() {
+		if runCtx != nil && entry.Running() {
 			parentCtx, stop := context.WithCancel(runCtx)
 			cp.stop = stop
 			for _, inf := range cp.Informers {
@@ -186,9 +186,9 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 		}
 		next[g] = &cp
 	}
-	for k, ck := range have {
-		cp := &Child{GVK: ck.GVK, GVR: ck.GVR, Informers: map[string]cache.SharedIndexInformer{}}
-		for ns := range ck.Informers {
+	for k, childKind := range have {
+		cp := &Child{GVK: childKind.GVK, GVR: childKind.GVR, Informers: map[string]cache.SharedIndexInformer{}}
+		for ns := range childKind.Informers {
 			added, err := r.addChildInformers(ctx, cp, ns, gate)
 			if err != nil {
 				discard()
@@ -223,20 +223,20 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 		return errors.New("registry: the child kinds changed during the reshard")
 	}
 	gate.committed.Store(true)
-	for g, pk := range next {
+	for g, entry := range next {
 		cur, ok := r.resources[g]
 		if !ok || !sameInformers(cur.Informers, running[g].Informers) {
 			// A reload or a CRD that went and came back gave the entry
 			// informers of its own meanwhile, built for s already: keep them.
-			if pk.stop != nil {
-				pk.stop()
+			if entry.stop != nil {
+				entry.stop()
 			}
 			continue
 		}
 		// A CRD event may have copied the entry meanwhile (same informers,
 		// another Served): keep what it says, swap the informers.
 		swapped := *cur
-		swapped.Informers, swapped.stop = pk.Informers, pk.stop
+		swapped.Informers, swapped.stop = entry.Informers, entry.stop
 		if cur.stop != nil {
 			cur.stop()
 		}
@@ -253,8 +253,8 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 		}
 		r.resources[g] = &swapped
 	}
-	for k, ck := range kids {
-		r.children[k] = ck
+	for k, childKind := range kids {
+		r.children[k] = childKind
 	}
 	if r.stopChildren != nil {
 		r.stopChildren()
