@@ -265,15 +265,9 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 // controller, not of the informer, re-checks converged objects.
 func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionResource) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
+		if m, ok := objectMeta(ctx, obj, "gvr", g.String()); ok {
+			c.queue.Add(reconcile.Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
 		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in parent informer", "gvr", g.String())
-			return
-		}
-		c.queue.Add(reconcile.Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -297,12 +291,8 @@ func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionRes
 // childHandler maps a child to the custom resource that controls it.
 func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in child informer")
+		m, ok := objectMeta(ctx, obj, "informer", "child")
+		if !ok {
 			return
 		}
 		if key, ok := c.resolveControllerRef(m.GetNamespace(), metav1.GetControllerOf(m)); ok {
@@ -346,6 +336,18 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 		return reconcile.Key{}, false
 	}
 	return reconcile.Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: ns, Name: ref.Name}}, true
+}
+
+// objectMeta returns the metadata of an informer's object, a tombstone's
+// last known state included; an object without metadata is reported (with
+// where, key-value pairs naming the informer) and skipped.
+func objectMeta(ctx context.Context, obj any, where ...any) (metav1.Object, bool) {
+	m, err := meta.Accessor(unwrapTombstone(obj))
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Unexpected object in an informer", where...)
+		return nil, false
+	}
+	return m, true
 }
 
 // unwrapTombstone returns the last known state of an object whose deletion

@@ -65,34 +65,38 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // labels. Template output is split on "---" lines; documents that hold only
 // whitespace and comments are skipped. All render failures are returned,
 // joined, each a *RenderError.
-func (s *Set) Render(parent *gvr.Object) ([]*unstructured.Unstructured, error) {
+func (s *Set) Render(parent *gvr.Object) (children []*unstructured.Unstructured, err error) {
+	err = s.withExecutor(parent, func(e *executor) error {
+		children, err = s.render(e, parent)
+		return err
+	})
+	return children, err
+}
+
+// withExecutor checks parent and runs f with an executor of the pool: one
+// render, under one budget.
+func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error {
 	if err := checkParent(parent); err != nil {
-		return nil, err
+		return err
 	}
 	e, err := s.executor()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer s.release(e)
-	return s.render(e, parent)
+	return f(e)
 }
 
 // RenderAll is Render and RenderStatus under one budget: the render of one
 // custom resource, children and status together (budget.go).
-func (s *Set) RenderAll(parent *gvr.Object) ([]*unstructured.Unstructured, map[string]any, error) {
-	if err := checkParent(parent); err != nil {
-		return nil, nil, err
-	}
-	e, err := s.executor()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer s.release(e)
-	children, err := s.render(e, parent)
-	if err != nil {
-		return nil, nil, err
-	}
-	status, err := s.renderStatus(e, parent)
+func (s *Set) RenderAll(parent *gvr.Object) (children []*unstructured.Unstructured, status map[string]any, err error) {
+	err = s.withExecutor(parent, func(e *executor) error {
+		if children, err = s.render(e, parent); err != nil {
+			return err
+		}
+		status, err = s.renderStatus(e, parent)
+		return err
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,15 +174,12 @@ func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
 	if s.res.StatusTemplate == "" {
 		return nil, nil
 	}
-	if err := checkParent(parent); err != nil {
-		return nil, err
-	}
-	e, err := s.executor()
-	if err != nil {
-		return nil, err
-	}
-	defer s.release(e)
-	return s.renderStatus(e, parent)
+	var status map[string]any
+	err := s.withExecutor(parent, func(e *executor) (err error) {
+		status, err = s.renderStatus(e, parent)
+		return err
+	})
+	return status, err
 }
 
 // renderStatus is RenderStatus with the executor e.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,31 +56,10 @@ func (r *Registry) newInformer(g schema.GroupVersionResource, ns, labelSelector 
 	}
 	// The client says whether it serves streaming lists (a real API server
 	// does; the tests' fake does not), as dynamicinformer's informers say.
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			tweak(&lo)
-			list, err := client.List(ctx, lo)
-			if err != nil {
-				return nil, err
-			}
-			kept := list.Items[:0]
-			for _, o := range list.Items {
-				if s.Holds(o.GetNamespace()) {
-					kept = append(kept, o)
-				}
-			}
-			list.Items = kept
-			return list, nil
-		},
-		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			tweak(&lo)
-			w, err := client.Watch(ctx, lo)
-			if err != nil {
-				return nil, err
-			}
-			return watch.Filter(w, inShare(s)), nil
-		},
-	}, r.opts.Dynamic), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: g.String()})
+	lw := shareListWatch(s, tweak,
+		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return client.List(ctx, lo) },
+		client.Watch)
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.opts.Dynamic), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: g.String()})
 }
 
 // newNamesInformer builds the metadata informer of every object of g in ns
@@ -93,31 +73,46 @@ func (r *Registry) newNamesInformer(g schema.GroupVersionResource, ns string) ca
 	if ns != metav1.NamespaceAll {
 		client = r.opts.Metadata.Resource(g).Namespace(ns)
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	lw := shareListWatch(s, func(lo *metav1.ListOptions) { lo.ShardSelector = s.Selector },
+		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return client.List(ctx, lo) },
+		client.Watch)
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.opts.Metadata), &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{ObjectDescription: g.String() + " (names)"})
+}
+
+// shareListWatch is the ListWatch of an informer limited to s: tweak asks
+// the server for the share, and whatever it sends outside it (a server
+// that ignores the selector) is dropped before the informer's store.
+func shareListWatch(s *Shard, tweak func(*metav1.ListOptions),
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.ShardSelector = s.Selector
-			list, err := client.List(ctx, lo)
+			tweak(&lo)
+			l, err := list(ctx, lo)
 			if err != nil {
 				return nil, err
 			}
-			kept := list.Items[:0]
-			for _, o := range list.Items {
-				if s.Holds(o.GetNamespace()) {
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				return nil, err
+			}
+			kept := items[:0]
+			for _, o := range items {
+				if m, err := meta.Accessor(o); err == nil && s.Holds(m.GetNamespace()) {
 					kept = append(kept, o)
 				}
 			}
-			list.Items = kept
-			return list, nil
+			return l, meta.SetList(l, kept)
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.ShardSelector = s.Selector
-			w, err := client.Watch(ctx, lo)
+			tweak(&lo)
+			w, err := watchFn(ctx, lo)
 			if err != nil {
 				return nil, err
 			}
 			return watch.Filter(w, inShare(s)), nil
 		},
-	}, r.opts.Metadata), &metav1.PartialObjectMetadata{}, cache.SharedIndexInformerOptions{ObjectDescription: g.String() + " (names)"})
+	}
 }
 
 // inShare keeps the watch events of objects in s, and every event that is

@@ -1,11 +1,13 @@
 package registry
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"stencil.dev/stencil/templates"
 )
@@ -56,5 +58,32 @@ func TestRegistryReshardKeepsOnlyTheShare(t *testing.T) {
 	must(t, h.reg.Reshard(h.ctx, &Shard{Holds: func(string) bool { return true }}))
 	if parents, children := cached(); len(parents) != 2 || len(children) != 2 {
 		t.Fatalf("whole share: cached WebApps in %v, Deployments in %v; want both", parents, children)
+	}
+}
+
+// TestShareListKeepsOnlyTheShare: a server that ignores the shard selector
+// sends every namespace; the list of either kind of informer (objects,
+// names) keeps only the share's.
+func TestShareListKeepsOnlyTheShare(t *testing.T) {
+	s := &Shard{Holds: func(ns string) bool { return ns == "a" }}
+	for _, l := range []runtime.Object{
+		&unstructured.UnstructuredList{Items: []unstructured.Unstructured{{Object: map[string]any{"metadata": map[string]any{"namespace": "a", "name": "1"}}}, {Object: map[string]any{"metadata": map[string]any{"namespace": "b", "name": "2"}}}}},
+		&metav1.PartialObjectMetadataList{Items: []metav1.PartialObjectMetadata{{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "1"}}, {ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "2"}}}},
+	} {
+		lw := shareListWatch(s, func(*metav1.ListOptions) {}, func(context.Context, metav1.ListOptions) (runtime.Object, error) { return l, nil }, nil)
+		out, err := lw.ListWithContextFunc(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch o := out.(type) {
+		case *unstructured.UnstructuredList:
+			if len(o.Items) != 1 || o.Items[0].GetName() != "1" {
+				t.Fatalf("kept %+v, want only a/1", o.Items)
+			}
+		case *metav1.PartialObjectMetadataList:
+			if len(o.Items) != 1 || o.Items[0].Name != "1" {
+				t.Fatalf("kept %+v, want only a/1", o.Items)
+			}
+		}
 	}
 }
