@@ -260,37 +260,18 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	return c, nil
 }
 
-// parentHandler enqueues a custom resource on every change. Resyncs with an
-// unchanged resourceVersion are skipped: the periodic resync of the
-// controller, not of the informer, re-checks converged objects.
+// parentHandler enqueues a custom resource on every change.
 func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionResource) cache.ResourceEventHandler {
-	enqueue := func(obj any) {
+	return c.observingHandler(func(obj any) {
 		if m, ok := objectMeta(ctx, obj, "gvr", g.String()); ok {
 			c.queue.Add(reconcile.Key{GVR: g, NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
 		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			c.rec.Observe(obj)
-			enqueue(obj)
-		},
-		UpdateFunc: func(old, cur any) {
-			if sameResourceVersion(old, cur) {
-				return
-			}
-			c.rec.Observe(cur)
-			enqueue(cur)
-		},
-		DeleteFunc: func(obj any) {
-			c.rec.Gone(unwrapTombstone(obj))
-			enqueue(obj)
-		},
-	}
+	}, false)
 }
 
 // childHandler maps a child to the custom resource that controls it.
 func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandler {
-	enqueue := func(obj any) {
+	return c.observingHandler(func(obj any) {
 		m, ok := objectMeta(ctx, obj, "informer", "child")
 		if !ok {
 			return
@@ -298,10 +279,18 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 		if key, ok := c.resolveControllerRef(m.GetNamespace(), metav1.GetControllerOf(m)); ok {
 			c.queue.Add(key)
 		}
-	}
+	}, true)
+}
+
+// observingHandler first tells the reconciler what the cache now shows (a
+// write of stencil's it may have waited for), then enqueues what the event
+// concerns. Resyncs with an unchanged resourceVersion are skipped: the
+// periodic resync of the controller, not of the informer, re-checks
+// converged objects. With ownerMoves, an update that changes an object's
+// controller enqueues the old one too, which lost a child.
+func (c *Controller) observingHandler(enqueue func(obj any), ownerMoves bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			// The cache may now show a write stencil made.
 			c.rec.Observe(obj)
 			enqueue(obj)
 		},
@@ -310,13 +299,8 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 				return
 			}
 			c.rec.Observe(cur)
-			if om, err := meta.Accessor(old); err == nil {
-				if cm, err := meta.Accessor(cur); err == nil {
-					oldRef, curRef := metav1.GetControllerOf(om), metav1.GetControllerOf(cm)
-					if oldRef != nil && (curRef == nil || oldRef.UID != curRef.UID) {
-						enqueue(old)
-					}
-				}
+			if ownerMoves && controllerChanged(old, cur) {
+				enqueue(old)
 			}
 			enqueue(cur)
 		},
@@ -326,6 +310,17 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 			enqueue(obj)
 		},
 	}
+}
+
+// controllerChanged reports whether cur lost old's controller reference.
+func controllerChanged(old, cur any) bool {
+	om, err1 := meta.Accessor(old)
+	cm, err2 := meta.Accessor(cur)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	oldRef, curRef := metav1.GetControllerOf(om), metav1.GetControllerOf(cm)
+	return oldRef != nil && (curRef == nil || oldRef.UID != curRef.UID)
 }
 
 // resolveControllerRef returns the key of the cached custom resource that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,11 +248,7 @@ func (r *Registry) Parent(g schema.GroupVersionResource) *Parent {
 func (r *Registry) Parents() []*Parent {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*Parent, 0, len(r.resources))
-	for _, entry := range r.resources {
-		out = append(out, entry)
-	}
-	return out
+	return slices.Collect(maps.Values(r.resources))
 }
 
 // Child returns the child kind k, or nil.
@@ -264,11 +262,7 @@ func (r *Registry) Child(k schema.GroupVersionKind) *Child {
 func (r *Registry) ChildKinds() []*Child {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*Child, 0, len(r.children))
-	for _, childKind := range r.children {
-		out = append(out, childKind)
-	}
-	return out
+	return slices.Collect(maps.Values(r.children))
 }
 
 // ResolveOwner returns the GVR of the cached custom resource that ref names
