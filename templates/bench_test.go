@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // textRenderer is the renderer before structure-safe rendering, kept as
@@ -20,7 +21,7 @@ type textRenderer struct {
 
 func newTextRenderer(tb testing.TB, cfg *gvr.Config, set *Set) *textRenderer {
 	tb.Helper()
-	root := template.New("").Option("missingkey=error").Funcs(Funcs())
+	root := template.New("").Option("missingkey=error").Funcs(engine.Funcs())
 	res := set.Resource()
 	for _, name := range append(append([]string{}, res.Helpers...), res.Templates...) {
 		data, err := os.ReadFile(cfg.TemplatePath(name))
@@ -37,7 +38,7 @@ func newTextRenderer(tb testing.TB, cfg *gvr.Config, set *Set) *textRenderer {
 func (r *textRenderer) render(parent *gvr.Object) (int, error) {
 	n := 0
 	for _, name := range r.set.Resource().Templates {
-		out, err := execute(r.root, name, parent)
+		out, err := engine.Execute(r.root, name, parent)
 		if err != nil {
 			return 0, err
 		}

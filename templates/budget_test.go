@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // hostileTemplates are plausible templates that a tenant's number or list
@@ -83,8 +84,8 @@ func TestRenderBudgetStopsHostileValues(t *testing.T) {
 			}
 			err, took, alloc := renderMeasured(t, set, tc.hostile)
 			t.Logf("hostile %s: %v in %s, %.1f MiB allocated", tc.name, err, took.Round(time.Millisecond), float64(alloc)/(1<<20))
-			if !errors.Is(err, ErrBudgetExceeded) {
-				t.Fatalf("hostile spec: err = %v, want ErrBudgetExceeded", err)
+			if !errors.Is(err, engine.ErrBudgetExceeded) {
+				t.Fatalf("hostile spec: err = %v, want engine.ErrBudgetExceeded", err)
 			}
 			if !budgetLocation.MatchString(err.Error()) || !strings.Contains(err.Error(), "renderBudget.") {
 				t.Errorf("error %q does not name template:line and the bound", err)
@@ -125,8 +126,8 @@ func TestRenderBudgetBoundsAmplification(t *testing.T) {
 			set := loadSet(t, Options{AllowedKinds: configMapKinds}, "t.yaml.tmpl", text+"\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
 			err, took, alloc := renderMeasured(t, set, big)
 			t.Logf("%s: %v in %s, %.1f MiB", name, err, took.Round(time.Millisecond), float64(alloc)/(1<<20))
-			if !errors.Is(err, ErrBudgetExceeded) {
-				t.Fatalf("err = %v, want ErrBudgetExceeded", err)
+			if !errors.Is(err, engine.ErrBudgetExceeded) {
+				t.Fatalf("err = %v, want engine.ErrBudgetExceeded", err)
 			}
 			// Timed loosely: a loop of the whole budget is about half a
 			// second of one core, and the tests share theirs.
@@ -170,11 +171,11 @@ func renderSteps(t *testing.T, set *Set, p interface{}) int64 {
 	}
 	defer set.release(e)
 	for _, name := range set.res.Templates {
-		if _, err := execute(e.t, name, p); err != nil {
+		if _, err := engine.Execute(e.t, name, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return e.st.steps
+	return e.st.Steps()
 }
 
 var configMapKinds = []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}}

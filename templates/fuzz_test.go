@@ -10,10 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // FuzzRender renders arbitrary specs and names through the example
-// templates. Rendering must never panic; every failure must be a RenderError
+// templates. Rendering must never panic; every failure must be a engine.RenderError
 // (terminal, reported in status); every success must honour the child contract.
 func FuzzRender(f *testing.F) {
 	for _, seed := range []struct{ name, spec string }{
@@ -75,7 +76,7 @@ func FuzzRender(f *testing.F) {
 	})
 }
 
-// checkRenderErrors fails unless err and every error joined into it is a *RenderError.
+// checkRenderErrors fails unless err and every error joined into it is a *engine.RenderError.
 func checkRenderErrors(t *testing.T, err error) {
 	t.Helper()
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
@@ -84,9 +85,9 @@ func checkRenderErrors(t *testing.T, err error) {
 		}
 		return
 	}
-	var re *RenderError
+	var re *engine.RenderError
 	if !errors.As(err, &re) {
-		t.Fatalf("error is not a RenderError: %v", err)
+		t.Fatalf("error is not a engine.RenderError: %v", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // loadSet writes the templates (name -> text) and a config listing them, in
@@ -159,7 +160,7 @@ func TestRenderErrors(t *testing.T) {
 		files []string
 		spec  map[string]any
 		want  []string // the joined error's lines, as prefixes or substrings
-		line  int      // RenderError.Line of the first error
+		line  int      // engine.RenderError.Line of the first error
 	}{
 		{"missing key names template and line",
 			[]string{"web/deployment.yaml.tmpl", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  image: {{ .Spec.image }}\n"},
@@ -223,9 +224,9 @@ func TestRenderErrors(t *testing.T) {
 					t.Errorf("error %d = %q\nwant it to contain %q", i, lines[i], want)
 				}
 			}
-			var re *RenderError
+			var re *engine.RenderError
 			if !errors.As(err, &re) {
-				t.Fatalf("errors.As(*RenderError) failed for %v", err)
+				t.Fatalf("errors.As(*engine.RenderError) failed for %v", err)
 			}
 			if re.Line != tt.line {
 				t.Errorf("Line = %d, want %d", re.Line, tt.line)
@@ -244,7 +245,7 @@ func TestRenderExecErrorUnwraps(t *testing.T) {
 }
 
 func TestRenderErrorMessage(t *testing.T) {
-	e := &RenderError{Template: "webapp/deployment.yaml.tmpl", Line: 12, Err: errors.New(`map has no entry for key "image"`)}
+	e := &engine.RenderError{Template: "webapp/deployment.yaml.tmpl", Line: 12, Err: errors.New(`map has no entry for key "image"`)}
 	if got, want := e.Error(), `webapp/deployment.yaml.tmpl:12: map has no entry for key "image"`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
@@ -259,9 +260,9 @@ func TestRenderParentWithoutNamespace(t *testing.T) {
 	p := parent()
 	p.Namespace = ""
 	_, err := s.Render(p)
-	var re *RenderError
+	var re *engine.RenderError
 	if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), `rendering WebApp "demo": children need a namespace`) {
-		t.Errorf("err = %v, want a RenderError", err)
+		t.Errorf("err = %v, want a engine.RenderError", err)
 	}
 	if _, err := s.Render(nil); err == nil {
 		t.Error("Render(nil) succeeded")
@@ -311,9 +312,9 @@ func TestRenderStatus(t *testing.T) {
 	} {
 		s := loadSet(t, Options{}, "d.tmpl", deployment, "status:s.tmpl", text)
 		_, err := s.RenderStatus(parent())
-		var re *RenderError
+		var re *engine.RenderError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: err = %v, want RenderError containing %q", text, err, want)
+			t.Errorf("%q: err = %v, want engine.RenderError containing %q", text, err, want)
 		}
 	}
 	s = loadSet(t, Options{}, "d.tmpl", deployment, "status:s.tmpl", "# nothing\n")
@@ -364,7 +365,7 @@ func TestLoadAll(t *testing.T) {
 // childText is child of a document's text, decoded as the text renderer
 // did (tests and the baseline of BenchmarkRender).
 func (s *Set) childText(body []byte, parent *gvr.Object) (*unstructured.Unstructured, error) {
-	v, err := decodeYAML(body)
+	v, err := engine.DecodeYAML(body)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package templates
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // hostileTemplate prints .Spec.s in every position a chart-style template
@@ -123,12 +126,15 @@ func sha256Of(s string) []byte {
 	return sum[:]
 }
 
+// jsonText is v as toJson prints it (HTML left unescaped).
 func jsonText(v any) string {
-	s, err := toJSON(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		panic(err)
 	}
-	return s
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func hostileSet(t *testing.T) *Set {
@@ -418,9 +424,9 @@ func TestHelmCreateChartHostile(t *testing.T) {
 			m[leaf[len(leaf)-1]] = s
 			paths, children, err := render(hostile.(map[string]any))
 			if err != nil {
-				var re *RenderError
+				var re *engine.RenderError
 				if !errors.As(err, &re) {
-					t.Fatalf("%v = %q: %v is not a RenderError", leaf, s, err)
+					t.Fatalf("%v = %q: %v is not a engine.RenderError", leaf, s, err)
 				}
 				refused++
 				continue

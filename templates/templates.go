@@ -7,16 +7,16 @@
 // text/template. The custom resources are written by tenants with fewer
 // rights than stencil, so a value an action prints is never YAML syntax: it
 // lands as exactly one value where its action stands, whatever characters
-// it holds (see safe.go, the html/template idea applied to YAML). It also
+// it holds (package engine, the html/template idea applied to YAML). It also
 // enforces the child contract (allowed kinds only, the parent's namespace
 // only, unique names) and stamps the controller ownerReference and the
 // stencil labels itself, overriding whatever the template wrote. The
 // templates are user input; the guarantees in docs/configuration.md must
 // not depend on every template author remembering them, and a template
-// that breaks them fails here with a RenderError instead of at the API
-// server.
-// For the same reason every render runs under a budget (budget.go): a
-// tenant's number must not turn a plausible template into unbounded work.
+// that breaks them fails here with an engine.RenderError instead of at the
+// API server. For the same reason every render runs under a budget
+// (engine/budget.go): a tenant's number must not turn a plausible template
+// into unbounded work.
 package templates
 
 import (
@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // Labels and values stencil stamps on every child.
@@ -90,14 +91,18 @@ type Set struct {
 	budget     gvr.RenderBudget
 	unbudgeted bool
 	// executors are clones of root, each with the functions bound to its
-	// own execState; a render takes one for its whole run.
+	// own engine.State; a render takes one for its whole run.
 	executors sync.Pool
 }
+
+// verifyFastPath, set by the package's tests, decodes every document both
+// ways and fails on any difference (engine.NewState).
+var verifyFastPath = false
 
 // executor is one clone of a Set's templates and what its functions record.
 type executor struct {
 	t  *template.Template
-	st execState
+	st engine.State
 }
 
 func (s *Set) executor() (*executor, error) {
@@ -108,15 +113,13 @@ func (s *Set) executor() (*executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &executor{t: t}
-	e.st.budget = s.budget
-	bindFuncs(t, &e.st, !s.unbudgeted)
+	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath)}
+	engine.Bind(t, &e.st, !s.unbudgeted)
 	return e, nil
 }
 
 func (s *Set) release(e *executor) {
-	clear(e.st.vals)
-	e.st.vals, e.st.depth, e.st.size, e.st.steps = e.st.vals[:0], 0, 0, 0
+	e.st.Reset()
 	s.executors.Put(e)
 }
 
@@ -150,7 +153,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	// fieldOf names the config field of each file, for errors found after
 	// parsing.
 	fieldOf := map[string]string{}
-	root := template.New(entry).Option("missingkey=error").Funcs(Funcs()).Funcs(parseOnlyFuncs())
+	root := template.New(entry).Option("missingkey=error").Funcs(engine.Funcs()).Funcs(engine.ParseFuncs())
 	rev := sha256.New()
 	parseField := func(field, name string) {
 		fieldOf[name] = field
@@ -184,7 +187,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 			continue
 		}
 		done[t.Tree] = true
-		if err := rewriteTree(t.Tree, !opts.unbudgeted); err != nil {
+		if err := engine.Rewrite(t.Tree, !opts.unbudgeted); err != nil {
 			field := fieldOf[t.Tree.ParseName]
 			if field == "" {
 				field = "templates"
@@ -206,20 +209,6 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 // children, for an entry with a rollout ("" without one): a changed
 // revision is a template change to roll out.
 func (s *Set) Revision() string { return s.revision }
-
-// parseOnlyFuncs are the names a template may mention that are bound per
-// executor (bindFuncs) or refused after parsing (refusedFuncs).
-func parseOnlyFuncs() template.FuncMap {
-	m := template.FuncMap{}
-	stub := func(...any) (string, error) { return "", errors.New("not bound") }
-	for _, name := range []string{valueFunc, includeStruct, toYAMLStruct, toJSONStruct} {
-		m[name] = stub
-	}
-	for name := range refusedFuncs {
-		m[name] = stub
-	}
-	return m
-}
 
 // LoadAll loads one Set per entry of cfg.Resources, in the same order.
 func LoadAll(cfg *gvr.Config, opts Options) ([]*Set, error) {

@@ -1,4 +1,4 @@
-package templates
+package engine
 
 import (
 	"bytes"
@@ -182,4 +182,18 @@ func toString(v any) string {
 		return v.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// ParseFuncs are the names a template may mention that are bound per
+// executor (Bind) or refused after parsing (refusedFuncs).
+func ParseFuncs() template.FuncMap {
+	m := template.FuncMap{}
+	stub := func(...any) (string, error) { return "", errors.New("not bound") }
+	for _, name := range []string{valueFunc, includeStruct, toYAMLStruct, toJSONStruct} {
+		m[name] = stub
+	}
+	for name := range refusedFuncs {
+		m[name] = stub
+	}
+	return m
 }

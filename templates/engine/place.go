@@ -1,4 +1,4 @@
-package templates
+package engine
 
 // The text path of structure-safe rendering (see safe.go and decode.go):
 // each scalar that holds placeholders is replaced, in the rendered text, by
@@ -38,7 +38,7 @@ type span struct {
 // place replaces every placeholder in one rendered document by its value,
 // each scalar holding placeholders by one JSON scalar (see the top of this
 // file). A document without placeholders is returned as it is.
-func place(body []byte, st *execState) ([]byte, error) {
+func place(body []byte, st *State) ([]byte, error) {
 	if !bytes.Contains(body, []byte(tokenPrefix)) {
 		return body, nil
 	}
@@ -46,7 +46,7 @@ func place(body []byte, st *execState) ([]byte, error) {
 	if err := yamlv3.Unmarshal(body, &root); err != nil {
 		// The author's own structure is broken (the placeholders are plain
 		// words): report it as the decoder that reads the result would.
-		if _, derr := decodeYAML(body); derr != nil {
+		if _, derr := DecodeYAML(body); derr != nil {
 			return nil, derr
 		}
 		return nil, notYAML(err)
@@ -124,7 +124,7 @@ func offset(body []byte, lines []int, line, col int) int {
 }
 
 // scalarSpan finds where n stands in body and what replaces it.
-func scalarSpan(body []byte, lines []int, n *yamlv3.Node, key bool, st *execState) (span, error) {
+func scalarSpan(body []byte, lines []int, n *yamlv3.Node, key bool, st *State) (span, error) {
 	from := offset(body, lines, n.Line, n.Column)
 	lineEnd := len(body)
 	if i := bytes.IndexByte(body[from:], '\n'); i >= 0 {
@@ -185,7 +185,7 @@ func scalarSpan(body []byte, lines []int, n *yamlv3.Node, key bool, st *execStat
 }
 
 // firstLoc names the action of the first placeholder in s in err.
-func firstLoc(s string, st *execState, err error) error {
+func firstLoc(s string, st *State, err error) error {
 	if m := tokenPattern.FindStringSubmatch(s); m != nil {
 		if p, ok := st.lookup(m[2]); ok && p.loc != "" {
 			return placeError(p.loc, err)
@@ -251,7 +251,7 @@ func blockEnd(body []byte, start int) int {
 
 // replacement is the JSON scalar that takes the place of src, the source of
 // scalar n.
-func replacement(src []byte, n *yamlv3.Node, key bool, st *execState) ([]byte, error) {
+func replacement(src []byte, n *yamlv3.Node, key bool, st *State) ([]byte, error) {
 	plain := n.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle|yamlv3.TaggedStyle) == 0
 	if m := tokenPattern.FindStringSubmatch(n.Value); m != nil && m[0] == n.Value {
 		p, ok := st.lookup(m[2])

@@ -1,4 +1,4 @@
-package templates
+package engine
 
 import (
 	"encoding/json"
@@ -18,11 +18,7 @@ import (
 // the text, which is then decoded by sigs.k8s.io/yaml.
 var errSlowPath = errors.New("decode through the text path")
 
-// verifyFastPath, set by the package's tests, decodes every document both
-// ways and fails on any difference.
-var verifyFastPath = false
-
-// decodeDocument turns one rendered document into the value it stands for,
+// Decode turns one rendered document into the value it stands for,
 // with every placeholder replaced by its value.
 //
 // The fast path reads the yaml.v3 tree it parsed to find the placeholders
@@ -33,11 +29,11 @@ var verifyFastPath = false
 // it is not sure to read as that decoder would (tags, merge keys,
 // timestamps, duplicate keys, non-string keys, a parse error) goes through
 // the text path, which is that decoder.
-func decodeDocument(body []byte, st *execState) (any, error) {
+func Decode(body []byte, st *State) (any, error) {
 	v, err := decodeFast(body, st)
 	switch {
 	case err == nil:
-		if verifyFastPath {
+		if st.checkDecode {
 			slow, serr := decodeSlow(body, st)
 			if serr != nil || !reflect.DeepEqual(v, slow) {
 				return nil, fmt.Errorf("fast path %#v differs from the text path %#v (%v)", v, slow, serr)
@@ -50,15 +46,15 @@ func decodeDocument(body []byte, st *execState) (any, error) {
 	return nil, err
 }
 
-func decodeSlow(body []byte, st *execState) (any, error) {
+func decodeSlow(body []byte, st *State) (any, error) {
 	text, err := place(body, st)
 	if err != nil {
 		return nil, err
 	}
-	return decodeYAML(text)
+	return DecodeYAML(text)
 }
 
-func decodeFast(body []byte, st *execState) (any, error) {
+func decodeFast(body []byte, st *State) (any, error) {
 	var root yamlv3.Node
 	if err := yamlv3.Unmarshal(body, &root); err != nil {
 		return nil, errSlowPath
@@ -69,7 +65,7 @@ func decodeFast(body []byte, st *execState) (any, error) {
 	return convert(root.Content[0], st, 0)
 }
 
-func convert(n *yamlv3.Node, st *execState, depth int) (any, error) {
+func convert(n *yamlv3.Node, st *State, depth int) (any, error) {
 	if depth > 10000 {
 		return nil, errSlowPath
 	}
@@ -119,7 +115,7 @@ func convert(n *yamlv3.Node, st *execState, depth int) (any, error) {
 }
 
 // key is a mapping key as a string; only string keys take the fast path.
-func key(n *yamlv3.Node, st *execState) (string, error) {
+func key(n *yamlv3.Node, st *State) (string, error) {
 	if n.Kind != yamlv3.ScalarNode || n.Style&yamlv3.TaggedStyle != 0 {
 		return "", errSlowPath
 	}
@@ -146,7 +142,7 @@ func key(n *yamlv3.Node, st *execState) (string, error) {
 
 // placedValue is the value of a scalar that holds placeholders: what the
 // text path's replacement decodes to.
-func placedValue(n *yamlv3.Node, isKey bool, st *execState) (any, error) {
+func placedValue(n *yamlv3.Node, isKey bool, st *State) (any, error) {
 	plain := n.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle|yamlv3.TaggedStyle) == 0
 	block := n.Style&(yamlv3.LiteralStyle|yamlv3.FoldedStyle) != 0
 	if m := tokenPattern.FindStringSubmatch(n.Value); m != nil && m[0] == n.Value {

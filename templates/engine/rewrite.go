@@ -1,4 +1,4 @@
-package templates
+package engine
 
 // The parse-tree rewrite of structure-safe rendering (see safe.go): every
 // printing action ends in valueFunc, or keeps a structural function as such.
@@ -12,9 +12,9 @@ import (
 	"text/template/parse"
 )
 
-// rewriteTree makes every printing action of tree print through valueFunc
+// Rewrite makes every printing action of tree print through valueFunc
 // (or a structural function), and refuses the functions in refusedFuncs.
-func rewriteTree(tree *parse.Tree, budget bool) error {
+func Rewrite(tree *parse.Tree, budget bool) error {
 	var errs []error
 	var walk func(n parse.Node)
 	walk = func(n parse.Node) {

@@ -1,4 +1,4 @@
-package templates
+package engine
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ import (
 //     template body start with a call of stepFunc, and turns template calls
 //     into include, whose nesting is bounded: a loop or a recursion costs
 //     a step per turn, whatever its body.
-//   - Every function a template may call is wrapped (bindFuncs): each call
+//   - Every function a template may call is wrapped (Bind): each call
 //     costs a step, plus what it returns (an item per list item or map
 //     entry, one per 64 bytes of text), and no one call may return more
 //     than StringBytes of text or ListItems items.
@@ -63,7 +63,7 @@ func (e *BudgetError) Is(target error) bool { return target == ErrBudgetExceeded
 const stepFunc = "__stencil_step"
 
 // charge adds n steps and fails once the render is past its budget.
-func (st *execState) charge(n int64) error {
+func (st *State) charge(n int64) error {
 	st.steps += n
 	if st.steps > st.budget.Steps {
 		return &BudgetError{Bound: "steps", Limit: st.budget.Steps, What: fmt.Sprintf("more than %d steps", st.budget.Steps)}
@@ -73,7 +73,7 @@ func (st *execState) charge(n int64) error {
 
 // chargeResult charges what one call of name returned, and fails when it is
 // larger than any one call may return.
-func (st *execState) chargeResult(name string, v any) error {
+func (st *State) chargeResult(name string, v any) error {
 	switch r := v.(type) {
 	case string:
 		if int64(len(r)) > st.budget.StringBytes {
@@ -94,7 +94,7 @@ func (st *execState) chargeResult(name string, v any) error {
 	return nil
 }
 
-func (st *execState) chargeItems(name string, n int) error {
+func (st *State) chargeItems(name string, n int) error {
 	if err := st.items(name, int64(n)); err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (st *execState) chargeItems(name string, n int) error {
 }
 
 // items fails when n items are more than one call may return.
-func (st *execState) items(name string, n int64) error {
+func (st *State) items(name string, n int64) error {
 	if n > st.budget.ListItems {
 		return &BudgetError{Bound: "listItems", Limit: st.budget.ListItems, What: fmt.Sprintf("%s returns %d items", name, n)}
 	}
@@ -110,7 +110,7 @@ func (st *execState) items(name string, n int64) error {
 }
 
 // text fails when n bytes are more than one call may return.
-func (st *execState) text(name string, n int64) error {
+func (st *State) text(name string, n int64) error {
 	if n > st.budget.StringBytes {
 		return &BudgetError{Bound: "stringBytes", Limit: st.budget.StringBytes, What: fmt.Sprintf("%s would return %d bytes", name, n)}
 	}
@@ -121,7 +121,7 @@ func (st *execState) text(name string, n int64) error {
 // referenced, as a serialiser writes it), is larger than one call may
 // return; it charges the walk. A list that holds itself 30 levels deep is
 // 2^30 of its items, and toYaml would write every one.
-func (st *execState) measured(name string, v any) error {
+func (st *State) measured(name string, v any) error {
 	limit := st.budget.StringBytes
 	switch t := v.(type) {
 	case string:
@@ -193,15 +193,15 @@ func (st *execState) measured(name string, v any) error {
 }
 
 // guard checks a call before it runs; args are the call's arguments.
-type guard func(st *execState, name string, args []any) error
+type guard func(st *State, name string, args []any) error
 
 // guards are the functions whose result can be far larger than their
 // arguments, each checked before it runs.
 var guards = map[string]guard{
-	"until":     func(st *execState, name string, a []any) error { return st.items(name, abs(toInt(a, 0))) },
+	"until":     func(st *State, name string, a []any) error { return st.items(name, abs(toInt(a, 0))) },
 	"untilStep": guardUntilStep,
 	"seq":       guardSeq,
-	"repeat": func(st *execState, name string, a []any) error {
+	"repeat": func(st *State, name string, a []any) error {
 		return st.text(name, toInt(a, 0)*int64(len(str(a, 1))))
 	},
 	"indent":                     guardIndent,
@@ -238,7 +238,7 @@ var measuredFuncs = map[string]int64{
 	toYAMLStruct: 1, toJSONStruct: 1,
 }
 
-func guardUntilStep(st *execState, name string, a []any) error {
+func guardUntilStep(st *State, name string, a []any) error {
 	start, stop, step := toInt(a, 0), toInt(a, 1), toInt(a, 2)
 	if step == 0 || (stop-start)/step < 0 {
 		return nil // sprig returns an empty list
@@ -246,7 +246,7 @@ func guardUntilStep(st *execState, name string, a []any) error {
 	return st.items(name, (stop-start)/step+1)
 }
 
-func guardSeq(st *execState, name string, a []any) error {
+func guardSeq(st *State, name string, a []any) error {
 	var first, last, step int64 = 1, 0, 1
 	switch len(a) {
 	case 1:
@@ -264,17 +264,17 @@ func guardSeq(st *execState, name string, a []any) error {
 	return st.items(name, abs((last-first)/step)+1)
 }
 
-func guardIndent(st *execState, name string, a []any) error {
+func guardIndent(st *State, name string, a []any) error {
 	s := str(a, 1)
 	return st.text(name, int64(len(s))+abs(toInt(a, 0))*int64(strings.Count(s, "\n")+2))
 }
 
-func guardWrapWith(st *execState, name string, a []any) error {
+func guardWrapWith(st *State, name string, a []any) error {
 	n, sep, s := max(toInt(a, 0), 1), str(a, 1), str(a, 2)
 	return st.text(name, int64(len(s))+int64(len(s))/n*int64(len(sep))+int64(len(sep)))
 }
 
-func guardReplace(st *execState, name string, a []any) error {
+func guardReplace(st *State, name string, a []any) error {
 	old, repl, s := str(a, 0), str(a, 1), str(a, 2)
 	if len(repl) <= len(old) {
 		return nil
@@ -285,7 +285,7 @@ func guardReplace(st *execState, name string, a []any) error {
 
 // guardSplit counts the parts of splitting argument s by argument sep.
 func guardSplit(s, sep int) guard {
-	return func(st *execState, name string, a []any) error {
+	return func(st *State, name string, a []any) error {
 		text, by := str(a, s), str(a, sep)
 		n := int64(utf8.RuneCountInString(text)) + 1
 		if by != "" {
@@ -297,7 +297,7 @@ func guardSplit(s, sep int) guard {
 
 // guardRegexCount counts the matches of regex argument re in argument s.
 func guardRegexCount(s, re int) guard {
-	return func(st *execState, name string, a []any) error {
+	return func(st *State, name string, a []any) error {
 		r, err := regexp.Compile(str(a, re))
 		if err != nil {
 			return nil // the function reports it
@@ -310,7 +310,7 @@ func guardRegexCount(s, re int) guard {
 	}
 }
 
-func guardRegexReplace(st *execState, name string, a []any) error {
+func guardRegexReplace(st *State, name string, a []any) error {
 	r, err := regexp.Compile(str(a, 0))
 	if err != nil {
 		return nil
@@ -333,12 +333,12 @@ func guardRegexReplace(st *execState, name string, a []any) error {
 // large argument) that would pad the result past stringBytes. It scans the
 // format by hand: printf is common, and a regexp here cost BenchmarkRender
 // its allocations.
-func guardPrintf(st *execState, name string, a []any) error {
+func guardPrintf(st *State, name string, a []any) error {
 	return checkFormat(st, name, str(a, 0), a[min(1, len(a)):])
 }
 
 // checkFormat is guardPrintf of format and its arguments.
-func checkFormat(st *execState, name, format string, args []any) error {
+func checkFormat(st *State, name, format string, args []any) error {
 	star := false
 	for i := 0; i < len(format); i++ {
 		if format[i] != '%' {
@@ -375,7 +375,7 @@ func checkFormat(st *execState, name, format string, args []any) error {
 	return nil
 }
 
-func guardConcat(st *execState, name string, a []any) error {
+func guardConcat(st *State, name string, a []any) error {
 	var n int64
 	for _, l := range a {
 		if rv := reflect.ValueOf(l); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
@@ -387,7 +387,7 @@ func guardConcat(st *execState, name string, a []any) error {
 
 // guardQuadratic charges the comparisons of a function that compares every
 // item with every other (sprig's uniq and without).
-func guardQuadratic(st *execState, name string, a []any) error {
+func guardQuadratic(st *State, name string, a []any) error {
 	var n, m int64 = 0, 1
 	if rv := reflect.ValueOf(first(a)); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
 		n = int64(rv.Len())
@@ -474,7 +474,7 @@ func str(a []any, i int) string {
 // result. The builtins that can write large text (print, printf, println,
 // html, js, urlquery) are replaced by counted ones too; and and or keep
 // their short-circuit as builtins, and cost what their arguments cost.
-func budgetedFuncs(funcs template.FuncMap, st *execState) template.FuncMap {
+func budgetedFuncs(funcs template.FuncMap, st *State) template.FuncMap {
 	out := make(template.FuncMap, len(funcs)+8)
 	for name, fn := range funcs {
 		out[name] = wrapFunc(st, name, fn)
@@ -490,13 +490,13 @@ func budgetedFuncs(funcs template.FuncMap, st *execState) template.FuncMap {
 }
 
 // before runs the checks of a call of name with args.
-func (st *execState) before(name string, args []any) error {
+func (st *State) before(name string, args []any) error {
 	return st.beforeCall(name, measuredFuncs[name], guards[name], args)
 }
 
 // beforeCall is before with name's entries of measuredFuncs and guards,
 // looked up once when the function is wrapped.
-func (st *execState) beforeCall(name string, measure int64, g guard, args []any) error {
+func (st *State) beforeCall(name string, measure int64, g guard, args []any) error {
 	if err := st.charge(1); err != nil {
 		return err
 	}
@@ -535,7 +535,7 @@ func mustNot(err error) {
 
 // wrapFunc wraps fn (see budgetedFuncs). The common signatures get a typed
 // wrapper; the rest go through reflection.
-func wrapFunc(st *execState, name string, fn any) any {
+func wrapFunc(st *State, name string, fn any) any {
 	measure, g := measuredFuncs[name], guards[name]
 	checked := measure > 0 || g != nil
 	before := func(args []any) error {
@@ -667,7 +667,7 @@ func wrapFunc(st *execState, name string, fn any) any {
 var errorType = reflect.TypeFor[error]()
 
 // wrapReflect wraps a function of any signature.
-func wrapReflect(st *execState, name string, fn any) any {
+func wrapReflect(st *State, name string, fn any) any {
 	fv := reflect.ValueOf(fn)
 	ft := fv.Type()
 	if ft.Kind() != reflect.Func || ft.NumOut() == 0 {

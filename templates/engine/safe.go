@@ -1,4 +1,4 @@
-package templates
+package engine
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // action prints never becomes YAML syntax, in the way html/template keeps
 // data from becoming HTML:
 //
-//  1. At load, every printing action is rewritten (rewriteTree) to end in
+//  1. At load, every printing action is rewritten (Rewrite) to end in
 //     the internal function valueFunc, which records the value and prints a
 //     placeholder token instead: a word of letters and digits that is a
 //     plain scalar in any YAML position. Trailing indent, nindent, quote
@@ -81,8 +81,8 @@ type placed struct {
 	loc string
 }
 
-// execState is what one execution records; an executor owns one.
-type execState struct {
+// State is what one execution records; an executor owns one.
+type State struct {
 	vals  []placed
 	depth int
 	// budget bounds the render (budget.go); steps counts against it.
@@ -91,9 +91,29 @@ type execState struct {
 	// size sums the length of the strings recorded: with the output, it
 	// is bounded by MaxOutputBytes.
 	size int
+	// checkDecode decodes every document both ways (the fast path and the
+	// text path) and fails on any difference: the tests run so.
+	checkDecode bool
 }
 
-func (st *execState) token(kind byte, v any, loc string) string {
+// NewState returns the state of one executor, whose renders are bounded
+// by budget; with checkDecode, every document is decoded both ways and a
+// difference fails the render (see Decode).
+func NewState(budget gvr.RenderBudget, checkDecode bool) State {
+	return State{budget: budget, checkDecode: checkDecode}
+}
+
+// Steps returns the steps the current render has counted against its
+// budget so far.
+func (st *State) Steps() int64 { return st.steps }
+
+// Reset readies the state for the next render, keeping its memory.
+func (st *State) Reset() {
+	clear(st.vals)
+	st.vals, st.depth, st.size, st.steps = st.vals[:0], 0, 0, 0
+}
+
+func (st *State) token(kind byte, v any, loc string) string {
 	if s, ok := v.(string); ok {
 		st.size += len(s)
 	}
@@ -103,7 +123,7 @@ func (st *execState) token(kind byte, v any, loc string) string {
 
 // lookup returns the value behind a token match (the submatch indexes of
 // tokenPattern).
-func (st *execState) lookup(idx string) (placed, bool) {
+func (st *State) lookup(idx string) (placed, bool) {
 	i, err := strconv.Atoi(idx)
 	if err != nil || i < 0 || i >= len(st.vals) {
 		return placed{}, false
@@ -131,9 +151,9 @@ func printed(v any) string {
 	return fmt.Sprint(v)
 }
 
-// bindFuncs gives the template t (a clone owned by one executor) the
+// Bind gives the template t (a clone owned by one executor) the
 // functions that record into st.
-func bindFuncs(t *template.Template, st *execState, budgeted bool) {
+func Bind(t *template.Template, st *State, budgeted bool) {
 	if budgeted {
 		t.Funcs(budgetedFuncs(Funcs(), st))
 	} else {
@@ -200,14 +220,14 @@ func scalar(v any) error {
 	}
 	switch reflect.ValueOf(v).Kind() {
 	case reflect.Map, reflect.Slice, reflect.Array, reflect.Struct:
-		return fmt.Errorf("prints %s where one value stands; print structure with toYaml or toJson", describe(v))
+		return fmt.Errorf("prints %s where one value stands; print structure with toYaml or toJson", Describe(v))
 	}
 	return nil
 }
 
 // include runs the named template into a bounded buffer with st's
 // placeholders.
-func include(t *template.Template, st *execState, name string, data any) (string, error) {
+func include(t *template.Template, st *State, name string, data any) (string, error) {
 	if int64(st.depth) >= st.budget.IncludeDepth {
 		return "", &BudgetError{Bound: "includeDepth", Limit: st.budget.IncludeDepth,
 			What: fmt.Sprintf("include %q nested more than %d deep (a template that includes itself?)", name, st.budget.IncludeDepth)}
@@ -226,14 +246,14 @@ func include(t *template.Template, st *execState, name string, data any) (string
 
 // resolve replaces every placeholder in s by the text of its value: what
 // include returns where its output is used as a value, not as structure.
-func resolve(s string, st *execState) string {
+func resolve(s string, st *State) string {
 	out, _ := st.substitute(s) // a placeholder not of st stays as it is
 	return out
 }
 
 // substitute replaces every placeholder in s by the text of its value; a
 // placeholder st did not record is an error (and stays in the result).
-func (st *execState) substitute(s string) (string, error) {
+func (st *State) substitute(s string) (string, error) {
 	if !strings.Contains(s, tokenPrefix) {
 		return s, nil
 	}
@@ -252,7 +272,7 @@ func (st *execState) substitute(s string) (string, error) {
 
 // quoteStrings copies v with every string, keys included, replaced by a
 // kindQuoted placeholder.
-func quoteStrings(v any, st *execState) any {
+func quoteStrings(v any, st *State) any {
 	switch v := v.(type) {
 	case string:
 		return st.token(kindQuoted, v, "")

@@ -1,4 +1,4 @@
-package templates
+package engine
 
 import (
 	"bytes"
