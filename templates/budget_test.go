@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -84,8 +85,8 @@ func TestRenderBudgetStopsHostileValues(t *testing.T) {
 			}
 			err, took, alloc := renderMeasured(t, set, tc.hostile)
 			t.Logf("hostile %s: %v in %s, %.1f MiB allocated", tc.name, err, took.Round(time.Millisecond), float64(alloc)/(1<<20))
-			if !errors.Is(err, engine.ErrBudgetExceeded) {
-				t.Fatalf("hostile spec: err = %v, want engine.ErrBudgetExceeded", err)
+			if !errors.Is(err, budget.ErrExceeded) {
+				t.Fatalf("hostile spec: err = %v, want budget.ErrExceeded", err)
 			}
 			if !budgetLocation.MatchString(err.Error()) || !strings.Contains(err.Error(), "renderBudget.") {
 				t.Errorf("error %q does not name template:line and the bound", err)
@@ -126,8 +127,8 @@ func TestRenderBudgetBoundsAmplification(t *testing.T) {
 			set := loadSet(t, Options{AllowedKinds: configMapKinds}, "t.yaml.tmpl", text+"\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
 			err, took, alloc := renderMeasured(t, set, big)
 			t.Logf("%s: %v in %s, %.1f MiB", name, err, took.Round(time.Millisecond), float64(alloc)/(1<<20))
-			if !errors.Is(err, engine.ErrBudgetExceeded) {
-				t.Fatalf("err = %v, want engine.ErrBudgetExceeded", err)
+			if !errors.Is(err, budget.ErrExceeded) {
+				t.Fatalf("err = %v, want budget.ErrExceeded", err)
 			}
 			// Timed loosely: a loop of the whole budget is about half a
 			// second of one core, and the tests share theirs.

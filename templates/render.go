@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -50,7 +51,7 @@ func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error 
 }
 
 // RenderAll is Render and RenderStatus under one budget: the render of one
-// custom resource, children and status together (budget.go).
+// custom resource, children and status together (package budget).
 func (s *Set) RenderAll(parent *gvr.Object) (children []*unstructured.Unstructured, status map[string]any, err error) {
 	err = s.withExecutor(parent, func(e *executor) error {
 		if children, err = s.render(e, parent); err != nil {
@@ -78,7 +79,7 @@ func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructu
 	)
 	for _, name := range s.res.Templates {
 		out, err := engine.Execute(e.t, name, parent)
-		if errors.Is(err, engine.ErrBudgetExceeded) {
+		if errors.Is(err, budget.ErrExceeded) {
 			// The budget is the whole render's: the next templates would
 			// only fail the same way.
 			errs = append(errs, err)

@@ -15,7 +15,7 @@
 // not depend on every template author remembering them, and a template
 // that breaks them fails here with an engine.RenderError instead of at the
 // API server. For the same reason every render runs under a budget
-// (engine/budget.go): a tenant's number must not turn a plausible template
+// (package budget): a tenant's number must not turn a plausible template
 // into unbounded work.
 package templates
 
@@ -87,7 +87,7 @@ type Set struct {
 	// otherwise. The controller records it in the resource's status
 	// (StatusTemplateRevision).
 	revision string
-	// budget bounds each render (budget.go).
+	// budget bounds each render (package budget).
 	budget     gvr.RenderBudget
 	unbudgeted bool
 	// executors are clones of root, each with the functions bound to its

@@ -27,7 +27,7 @@ import (
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
-	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/budget"
 )
 
 // Reasons of events (those of the Ready condition are the status package's).
@@ -111,7 +111,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return c.converge(ctx, entry, parent, desired, extra)
 	}
 	c.opts.Metrics.renderErrors.WithLabelValues(entry.Label).Inc()
-	if errors.Is(err, engine.ErrBudgetExceeded) {
+	if errors.Is(err, budget.ErrExceeded) {
 		c.opts.Metrics.budgetExceeded.WithLabelValues(entry.Label).Inc()
 	}
 	err = requeue.Terminal(err)

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/budget"
 )
 
 // MaxOutputBytes caps what one template may write for one custom resource.
@@ -112,7 +113,7 @@ var innerLocation = regexp.MustCompile(`template: ([^\s:]+):(\d+):\d+: executing
 // internalNames rewords the functions the rewrite added, in an error
 // message, as what the template author wrote.
 var internalNames = strings.NewReplacer(
-	"error calling "+valueFunc+": ", "", "error calling "+stepFunc+": ", "",
+	"error calling "+valueFunc+": ", "", "error calling "+budget.StepFunc+": ", "",
 	includeStruct, "include", toYAMLStruct, "toYaml", toJSONStruct, "toJson",
 )
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template/parse"
+
+	"stencil.dev/stencil/templates/budget"
 )
 
 // Rewrite makes every printing action of tree print through valueFunc
@@ -72,7 +74,7 @@ func stepNode(pos parse.Pos, line int, n int64) *parse.ActionNode {
 	num := &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: n, Text: strconv.FormatInt(n, 10)}
 	return &parse.ActionNode{NodeType: parse.NodeAction, Pos: pos, Line: line, Pipe: &parse.PipeNode{
 		NodeType: parse.NodePipe, Pos: pos, Line: line,
-		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{parse.NewIdentifier(stepFunc).SetPos(pos), num}}},
+		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{parse.NewIdentifier(budget.StepFunc).SetPos(pos), num}}},
 	}}
 }
 

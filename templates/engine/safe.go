@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/budget"
 )
 
 // Structure-safe rendering. Templates are text/template, but a value an
@@ -85,9 +86,8 @@ type placed struct {
 type State struct {
 	vals  []placed
 	depth int
-	// budget bounds the render (budget.go); steps counts against it.
-	budget gvr.RenderBudget
-	steps  int64
+	// meter counts the render against its budget.
+	meter budget.Meter
 	// size sums the length of the strings recorded: with the output, it
 	// is bounded by MaxOutputBytes.
 	size int
@@ -97,20 +97,21 @@ type State struct {
 }
 
 // NewState returns the state of one executor, whose renders are bounded
-// by budget; with checkDecode, every document is decoded both ways and a
+// by limits; with checkDecode, every document is decoded both ways and a
 // difference fails the render (see Decode).
-func NewState(budget gvr.RenderBudget, checkDecode bool) State {
-	return State{budget: budget, checkDecode: checkDecode}
+func NewState(limits gvr.RenderBudget, checkDecode bool) State {
+	return State{meter: budget.NewMeter(limits), checkDecode: checkDecode}
 }
 
 // Steps returns the steps the current render has counted against its
 // budget so far.
-func (st *State) Steps() int64 { return st.steps }
+func (st *State) Steps() int64 { return st.meter.Steps() }
 
 // Reset readies the state for the next render, keeping its memory.
 func (st *State) Reset() {
 	clear(st.vals)
-	st.vals, st.depth, st.size, st.steps = st.vals[:0], 0, 0, 0
+	st.vals, st.depth, st.size = st.vals[:0], 0, 0
+	st.meter.Reset()
 }
 
 func (st *State) token(kind byte, v any, loc string) string {
@@ -155,9 +156,11 @@ func printed(v any) string {
 // functions that record into st.
 func Bind(t *template.Template, st *State, budgeted bool) {
 	if budgeted {
-		t.Funcs(budgetedFuncs(Funcs(), st))
+		t.Funcs(budget.Wrap(Funcs(), &st.meter, measuredFuncs))
 	} else {
-		st.budget.Steps, st.budget.StringBytes, st.budget.IncludeDepth = 1<<62, 1<<62, 100
+		limits := st.meter.Limits()
+		limits.Steps, limits.StringBytes, limits.IncludeDepth = 1<<62, 1<<62, 100
+		st.meter = budget.NewMeter(limits)
 	}
 	t.Funcs(template.FuncMap{
 		valueFunc: func(loc string, v any) (string, error) {
@@ -173,7 +176,7 @@ func Bind(t *template.Template, st *State, budgeted bool) {
 			if s, ok := v.(string); ok {
 				n += int64(len(s)) / 64
 			}
-			if err := st.charge(n); err != nil {
+			if err := st.meter.Charge(n); err != nil {
 				return "", err
 			}
 			tok := st.token(kindValue, v, loc)
@@ -193,7 +196,7 @@ func Bind(t *template.Template, st *State, budgeted bool) {
 			return resolve(out, st), nil
 		},
 		toYAMLStruct: func(v any) (string, error) {
-			if err := st.measured("toYaml", v); err != nil {
+			if err := st.meter.Measured("toYaml", v); err != nil {
 				return "", err
 			}
 			out, err := toYAML(quoteStrings(v, st))
@@ -205,7 +208,7 @@ func Bind(t *template.Template, st *State, budgeted bool) {
 			return tokenPattern.ReplaceAllString(out, `"$0"`), nil
 		},
 		toJSONStruct: func(v any) (string, error) {
-			if err := st.measured("toJson", v); err != nil {
+			if err := st.meter.Measured("toJson", v); err != nil {
 				return "", err
 			}
 			return toJSON(quoteStrings(v, st))
@@ -228,11 +231,11 @@ func scalar(v any) error {
 // include runs the named template into a bounded buffer with st's
 // placeholders.
 func include(t *template.Template, st *State, name string, data any) (string, error) {
-	if int64(st.depth) >= st.budget.IncludeDepth {
-		return "", &BudgetError{Bound: "includeDepth", Limit: st.budget.IncludeDepth,
-			What: fmt.Sprintf("include %q nested more than %d deep (a template that includes itself?)", name, st.budget.IncludeDepth)}
+	if int64(st.depth) >= st.meter.Limits().IncludeDepth {
+		return "", &budget.Error{Bound: "includeDepth", Limit: st.meter.Limits().IncludeDepth,
+			What: fmt.Sprintf("include %q nested more than %d deep (a template that includes itself?)", name, st.meter.Limits().IncludeDepth)}
 	}
-	if err := st.charge(1); err != nil {
+	if err := st.meter.Charge(1); err != nil {
 		return "", err
 	}
 	st.depth++

@@ -1,24 +1,16 @@
-package engine
-
-import (
-	"errors"
-	"fmt"
-	"reflect"
-	"regexp"
-	"strings"
-	"text/template"
-	"unicode/utf8"
-)
-
-// A budget for every render (docs/templates.md, "A budget for every render").
-// text/template cannot be interrupted from outside, so the work is counted
-// where it happens, and a render stops at the first step past its bound:
+// Package budget bounds every render (docs/templates.md, "A budget for
+// every render"): a Meter counts the work of one render against the
+// entry's renderBudget, and Wrap makes every template function count.
 //
-//   - The rewrite (rewrite.go) makes every range iteration and every
-//     template body start with a call of stepFunc, and turns template calls
+// The choice a newcomer may question: text/template cannot be interrupted
+// from outside, so the work is counted where it happens, not timed, and a
+// render stops at the first step past its bound:
+//
+//   - The engine's rewrite makes every range iteration and every
+//     template body start with a call of StepFunc, and turns template calls
 //     into include, whose nesting is bounded: a loop or a recursion costs
 //     a step per turn, whatever its body.
-//   - Every function a template may call is wrapped (Bind): each call
+//   - Every function a template may call is wrapped (Wrap): each call
 //     costs a step, plus what it returns (an item per list item or map
 //     entry, one per 64 bytes of text), and no one call may return more
 //     than StringBytes of text or ListItems items.
@@ -33,13 +25,52 @@ import (
 // results bound the memory. The counts depend only on the templates and
 // the resource, never on the clock: every replica and every pass fails the
 // same render the same way.
+package budget
 
-// ErrBudgetExceeded is what every render past its budget wraps; find it
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"text/template"
+	"unicode/utf8"
+
+	"stencil.dev/stencil/gvr"
+)
+
+// StepFunc is the internal function the rewrite calls at the start of
+// every range iteration and template body.
+const StepFunc = "__stencil_step"
+
+// Meter counts the work of one render against its limits. It is not safe
+// for concurrent use: each executor has its own, and a render uses one.
+type Meter struct {
+	limits gvr.RenderBudget
+	steps  int64
+	// measured says, per function name, that each argument is measured
+	// before a call and how many bytes it may write for one (see Wrap).
+	measured map[string]int64
+}
+
+// NewMeter returns a Meter of limits.
+func NewMeter(limits gvr.RenderBudget) Meter { return Meter{limits: limits} }
+
+// Limits returns the limits the meter counts against.
+func (meter *Meter) Limits() gvr.RenderBudget { return meter.limits }
+
+// Steps returns the steps counted so far.
+func (meter *Meter) Steps() int64 { return meter.steps }
+
+// Reset readies the meter for the next render.
+func (meter *Meter) Reset() { meter.steps = 0 }
+
+// ErrExceeded is what every render past its budget wraps; find it
 // with errors.Is.
-var ErrBudgetExceeded = errors.New("render budget exceeded")
+var ErrExceeded = errors.New("render budget exceeded")
 
-// BudgetError names the bound a render went past.
-type BudgetError struct {
+// Error names the bound a render went past.
+type Error struct {
 	// Bound is the renderBudget field: steps, stringBytes, listItems or
 	// includeDepth.
 	Bound string
@@ -51,85 +82,81 @@ type BudgetError struct {
 
 // Error reads "render budget exceeded: until returns 300000000 items, over
 // renderBudget.listItems 100000".
-func (e *BudgetError) Error() string {
-	return fmt.Sprintf("%v: %s, over renderBudget.%s %d", ErrBudgetExceeded, e.What, e.Bound, e.Limit)
+func (e *Error) Error() string {
+	return fmt.Sprintf("%v: %s, over renderBudget.%s %d", ErrExceeded, e.What, e.Bound, e.Limit)
 }
 
-// Is makes errors.Is(err, ErrBudgetExceeded) hold.
-func (e *BudgetError) Is(target error) bool { return target == ErrBudgetExceeded }
+// Is makes errors.Is(err, ErrExceeded) hold.
+func (e *Error) Is(target error) bool { return target == ErrExceeded }
 
-// stepFunc is the internal function the rewrite calls at the start of
-// every range iteration and template body.
-const stepFunc = "__stencil_step"
-
-// charge adds n steps and fails once the render is past its budget.
-func (st *State) charge(n int64) error {
-	st.steps += n
-	if st.steps > st.budget.Steps {
-		return &BudgetError{Bound: "steps", Limit: st.budget.Steps, What: fmt.Sprintf("more than %d steps", st.budget.Steps)}
+// Charge adds n steps and fails once the render is past its budget.
+func (meter *Meter) Charge(n int64) error {
+	meter.steps += n
+	if meter.steps > meter.limits.Steps {
+		return &Error{Bound: "steps", Limit: meter.limits.Steps, What: fmt.Sprintf("more than %d steps", meter.limits.Steps)}
 	}
 	return nil
 }
 
 // chargeResult charges what one call of name returned, and fails when it is
 // larger than any one call may return.
-func (st *State) chargeResult(name string, v any) error {
+func (meter *Meter) chargeResult(name string, v any) error {
 	switch r := v.(type) {
 	case string:
-		if int64(len(r)) > st.budget.StringBytes {
-			return &BudgetError{Bound: "stringBytes", Limit: st.budget.StringBytes, What: fmt.Sprintf("%s returns %d bytes", name, len(r))}
+		if int64(len(r)) > meter.limits.StringBytes {
+			return &Error{Bound: "stringBytes", Limit: meter.limits.StringBytes, What: fmt.Sprintf("%s returns %d bytes", name, len(r))}
 		}
-		return st.charge(int64(len(r)) / 64)
+		return meter.Charge(int64(len(r)) / 64)
 	case []any:
-		return st.chargeItems(name, len(r))
+		return meter.chargeItems(name, len(r))
 	case []string:
-		return st.chargeItems(name, len(r))
+		return meter.chargeItems(name, len(r))
 	case []int:
-		return st.chargeItems(name, len(r))
+		return meter.chargeItems(name, len(r))
 	case []int64:
-		return st.chargeItems(name, len(r))
+		return meter.chargeItems(name, len(r))
 	case map[string]any:
-		return st.chargeItems(name, len(r))
+		return meter.chargeItems(name, len(r))
 	}
 	return nil
 }
 
-func (st *State) chargeItems(name string, n int) error {
-	if err := st.items(name, int64(n)); err != nil {
+func (meter *Meter) chargeItems(name string, n int) error {
+	if err := meter.Items(name, int64(n)); err != nil {
 		return err
 	}
-	return st.charge(int64(n))
+	return meter.Charge(int64(n))
 }
 
-// items fails when n items are more than one call may return.
-func (st *State) items(name string, n int64) error {
-	if n > st.budget.ListItems {
-		return &BudgetError{Bound: "listItems", Limit: st.budget.ListItems, What: fmt.Sprintf("%s returns %d items", name, n)}
+// Items fails when n items are more than one call may return.
+func (meter *Meter) Items(name string, n int64) error {
+	if n > meter.limits.ListItems {
+		return &Error{Bound: "listItems", Limit: meter.limits.ListItems, What: fmt.Sprintf("%s returns %d items", name, n)}
 	}
 	return nil
 }
 
-// text fails when n bytes are more than one call may return.
-func (st *State) text(name string, n int64) error {
-	if n > st.budget.StringBytes {
-		return &BudgetError{Bound: "stringBytes", Limit: st.budget.StringBytes, What: fmt.Sprintf("%s would return %d bytes", name, n)}
+// Text fails when n bytes are more than one call may return.
+func (meter *Meter) Text(name string, n int64) error {
+	if n > meter.limits.StringBytes {
+		return &Error{Bound: "stringBytes", Limit: meter.limits.StringBytes, What: fmt.Sprintf("%s would return %d bytes", name, n)}
 	}
 	return nil
 }
 
-// measured fails when v, written out (every shared part as often as it is
+// Measured fails when v, written out (every shared part as often as it is
 // referenced, as a serialiser writes it), is larger than one call may
 // return; it charges the walk. A list that holds itself 30 levels deep is
 // 2^30 of its items, and toYaml would write every one.
-func (st *State) measured(name string, v any) error {
-	limit := st.budget.StringBytes
+func (meter *Meter) Measured(name string, v any) error {
+	limit := meter.limits.StringBytes
 	switch t := v.(type) {
 	case string:
 		// The common case (quote of a printed value) without the walk.
 		if int64(len(t)) > limit {
-			return &BudgetError{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
+			return &Error{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
 		}
-		return st.charge(int64(len(t)) / 64)
+		return meter.Charge(int64(len(t)) / 64)
 	case nil, bool, int, int64, float64:
 		return nil
 	}
@@ -187,22 +214,22 @@ func (st *State) measured(name string, v any) error {
 	}
 	walk(v, 0)
 	if size > limit {
-		return &BudgetError{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
+		return &Error{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
 	}
-	return st.charge(size / 64)
+	return meter.Charge(size / 64)
 }
 
 // guard checks a call before it runs; args are the call's arguments.
-type guard func(st *State, name string, args []any) error
+type guard func(meter *Meter, name string, args []any) error
 
 // guards are the functions whose result can be far larger than their
 // arguments, each checked before it runs.
 var guards = map[string]guard{
-	"until":     func(st *State, name string, a []any) error { return st.items(name, abs(toInt(a, 0))) },
+	"until":     func(meter *Meter, name string, a []any) error { return meter.Items(name, abs(toInt(a, 0))) },
 	"untilStep": guardUntilStep,
 	"seq":       guardSeq,
-	"repeat": func(st *State, name string, a []any) error {
-		return st.text(name, toInt(a, 0)*int64(len(str(a, 1))))
+	"repeat": func(meter *Meter, name string, a []any) error {
+		return meter.Text(name, toInt(a, 0)*int64(len(str(a, 1))))
 	},
 	"indent":                     guardIndent,
 	"nindent":                    guardIndent,
@@ -227,26 +254,15 @@ var guards = map[string]guard{
 	"mustWithout":                guardQuadratic,
 }
 
-// measuredFuncs write out or copy their arguments whole: each argument is
-// measured (measured) before they run. html and js write up to six bytes
-// for one.
-var measuredFuncs = map[string]int64{
-	"toYaml": 1, "toJson": 1, "toRawJson": 1, "toPrettyJson": 2, "mustToJson": 1, "mustToRawJson": 1, "mustToPrettyJson": 2,
-	"toString": 1, "toStrings": 1, "print": 1, "println": 1, "printf": 1, "cat": 1, "join": 1, "quote": 1, "squote": 1,
-	"deepCopy": 1, "mustDeepCopy": 1, "merge": 1, "mustMerge": 1, "mergeOverwrite": 1, "mustMergeOverwrite": 1,
-	"sha256sum": 1, "b64enc": 2, "b32enc": 2, "html": 6, "js": 6, "urlquery": 3, "sortAlpha": 1,
-	toYAMLStruct: 1, toJSONStruct: 1,
-}
-
-func guardUntilStep(st *State, name string, a []any) error {
+func guardUntilStep(meter *Meter, name string, a []any) error {
 	start, stop, step := toInt(a, 0), toInt(a, 1), toInt(a, 2)
 	if step == 0 || (stop-start)/step < 0 {
 		return nil // sprig returns an empty list
 	}
-	return st.items(name, (stop-start)/step+1)
+	return meter.Items(name, (stop-start)/step+1)
 }
 
-func guardSeq(st *State, name string, a []any) error {
+func guardSeq(meter *Meter, name string, a []any) error {
 	var first, last, step int64 = 1, 0, 1
 	switch len(a) {
 	case 1:
@@ -261,84 +277,84 @@ func guardSeq(st *State, name string, a []any) error {
 	if step == 0 {
 		return nil
 	}
-	return st.items(name, abs((last-first)/step)+1)
+	return meter.Items(name, abs((last-first)/step)+1)
 }
 
-func guardIndent(st *State, name string, a []any) error {
+func guardIndent(meter *Meter, name string, a []any) error {
 	s := str(a, 1)
-	return st.text(name, int64(len(s))+abs(toInt(a, 0))*int64(strings.Count(s, "\n")+2))
+	return meter.Text(name, int64(len(s))+abs(toInt(a, 0))*int64(strings.Count(s, "\n")+2))
 }
 
-func guardWrapWith(st *State, name string, a []any) error {
+func guardWrapWith(meter *Meter, name string, a []any) error {
 	n, sep, s := max(toInt(a, 0), 1), str(a, 1), str(a, 2)
-	return st.text(name, int64(len(s))+int64(len(s))/n*int64(len(sep))+int64(len(sep)))
+	return meter.Text(name, int64(len(s))+int64(len(s))/n*int64(len(sep))+int64(len(sep)))
 }
 
-func guardReplace(st *State, name string, a []any) error {
+func guardReplace(meter *Meter, name string, a []any) error {
 	old, repl, s := str(a, 0), str(a, 1), str(a, 2)
 	if len(repl) <= len(old) {
 		return nil
 	}
 	n := int64(strings.Count(s, old))
-	return st.text(name, int64(len(s))+n*int64(len(repl)-len(old)))
+	return meter.Text(name, int64(len(s))+n*int64(len(repl)-len(old)))
 }
 
 // guardSplit counts the parts of splitting argument s by argument sep.
 func guardSplit(s, sep int) guard {
-	return func(st *State, name string, a []any) error {
+	return func(meter *Meter, name string, a []any) error {
 		text, by := str(a, s), str(a, sep)
 		n := int64(utf8.RuneCountInString(text)) + 1
 		if by != "" {
 			n = int64(strings.Count(text, by)) + 1
 		}
-		return st.items(name, n)
+		return meter.Items(name, n)
 	}
 }
 
 // guardRegexCount counts the matches of regex argument re in argument s.
 func guardRegexCount(s, re int) guard {
-	return func(st *State, name string, a []any) error {
+	return func(meter *Meter, name string, a []any) error {
 		r, err := regexp.Compile(str(a, re))
 		if err != nil {
 			return nil // the function reports it
 		}
 		text := str(a, s)
-		if err := st.charge(int64(len(text)) / 64); err != nil {
+		if err := meter.Charge(int64(len(text)) / 64); err != nil {
 			return err
 		}
-		return st.items(name, int64(len(r.FindAllStringIndex(text, int(min(st.budget.ListItems+1, int64(len(text))+1))))))
+		return meter.Items(name, int64(len(r.FindAllStringIndex(text, int(min(meter.limits.ListItems+1, int64(len(text))+1))))))
 	}
 }
 
-func guardRegexReplace(st *State, name string, a []any) error {
+func guardRegexReplace(meter *Meter, name string, a []any) error {
 	r, err := regexp.Compile(str(a, 0))
 	if err != nil {
 		return nil
 	}
 	s, repl := str(a, 1), str(a, 2)
-	if err := st.charge(int64(len(s)) / 64); err != nil {
+	if err := meter.Charge(int64(len(s)) / 64); err != nil {
 		return err
 	}
 	if repl == "" {
 		return nil
 	}
-	limit := int(min(st.budget.StringBytes, int64(len(s))+1))
+	limit := int(min(meter.limits.StringBytes, int64(len(s))+1))
 	n := int64(len(r.FindAllStringIndex(s, limit)))
 	// Each $ in the replacement may stand for a whole match, and the
 	// matches together are at most the text.
-	return st.text(name, int64(len(s))+n*int64(len(repl))+int64(strings.Count(repl, "$"))*int64(len(s)))
+	return meter.Text(name, int64(len(s))+n*int64(len(repl))+int64(strings.Count(repl, "$"))*int64(len(s)))
 }
 
 // guardPrintf refuses a width or precision (%0100000000d, %.*s with a
 // large argument) that would pad the result past stringBytes. It scans the
 // format by hand: printf is common, and a regexp here cost BenchmarkRender
 // its allocations.
-func guardPrintf(st *State, name string, a []any) error {
-	return checkFormat(st, name, str(a, 0), a[min(1, len(a)):])
+func guardPrintf(meter *Meter, name string, a []any) error {
+	return checkFormat(meter, name, str(a, 0), a[min(1, len(a)):])
 }
 
 // checkFormat is guardPrintf of format and its arguments.
-func checkFormat(st *State, name, format string, args []any) error {
+func checkFormat(meter *Meter, name, format string, args []any) error {
 	star := false
 	for i := 0; i < len(format); i++ {
 		if format[i] != '%' {
@@ -353,8 +369,8 @@ func checkFormat(st *State, name, format string, args []any) error {
 				var n int64
 				for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
 					n = n*10 + int64(format[i]-'0')
-					if n > st.budget.StringBytes {
-						return st.text(name, n)
+					if n > meter.limits.StringBytes {
+						return meter.Text(name, n)
 					}
 				}
 				i--
@@ -367,27 +383,27 @@ func checkFormat(st *State, name, format string, args []any) error {
 	}
 	if star {
 		for i := range args {
-			if abs(toInt(args, i)) > st.budget.StringBytes {
-				return st.text(name, abs(toInt(args, i)))
+			if abs(toInt(args, i)) > meter.limits.StringBytes {
+				return meter.Text(name, abs(toInt(args, i)))
 			}
 		}
 	}
 	return nil
 }
 
-func guardConcat(st *State, name string, a []any) error {
+func guardConcat(meter *Meter, name string, a []any) error {
 	var n int64
 	for _, l := range a {
 		if rv := reflect.ValueOf(l); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
 			n += int64(rv.Len())
 		}
 	}
-	return st.items(name, n)
+	return meter.Items(name, n)
 }
 
 // guardQuadratic charges the comparisons of a function that compares every
 // item with every other (sprig's uniq and without).
-func guardQuadratic(st *State, name string, a []any) error {
+func guardQuadratic(meter *Meter, name string, a []any) error {
 	var n, m int64 = 0, 1
 	if rv := reflect.ValueOf(first(a)); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
 		n = int64(rv.Len())
@@ -397,7 +413,7 @@ func guardQuadratic(st *State, name string, a []any) error {
 	} else {
 		m = int64(len(a) - 1)
 	}
-	return st.charge(n * m / 64)
+	return meter.Charge(n * m / 64)
 }
 
 func first(a []any) any {
@@ -469,40 +485,42 @@ func str(a []any, i int) string {
 	return fmt.Sprint(a[i])
 }
 
-// budgetedFuncs returns funcs with every function wrapped to count its
-// steps into st, check its arguments (guards, measuredFuncs) and bound its
-// result. The builtins that can write large text (print, printf, println,
+// Wrap returns funcs with every function wrapped to count its
+// steps into meter, check its arguments (guards, and measured: the
+// functions that write out or copy their arguments whole, with how many
+// bytes they may write for one) and bound its result. The builtins that can write large text (print, printf, println,
 // html, js, urlquery) are replaced by counted ones too; and and or keep
 // their short-circuit as builtins, and cost what their arguments cost.
-func budgetedFuncs(funcs template.FuncMap, st *State) template.FuncMap {
+func Wrap(funcs template.FuncMap, meter *Meter, measured map[string]int64) template.FuncMap {
+	meter.measured = measured
 	out := make(template.FuncMap, len(funcs)+8)
 	for name, fn := range funcs {
-		out[name] = wrapFunc(st, name, fn)
+		out[name] = wrapFunc(meter, name, fn)
 	}
 	for name, fn := range map[string]any{
 		"print": fmt.Sprint, "printf": fmt.Sprintf, "println": fmt.Sprintln,
 		"html": template.HTMLEscaper, "js": template.JSEscaper, "urlquery": template.URLQueryEscaper,
 	} {
-		out[name] = wrapFunc(st, name, fn)
+		out[name] = wrapFunc(meter, name, fn)
 	}
-	out[stepFunc] = func(n int) (string, error) { return "", st.charge(int64(n)) }
+	out[StepFunc] = func(n int) (string, error) { return "", meter.Charge(int64(n)) }
 	return out
 }
 
 // before runs the checks of a call of name with args.
-func (st *State) before(name string, args []any) error {
-	return st.beforeCall(name, measuredFuncs[name], guards[name], args)
+func (meter *Meter) before(name string, args []any) error {
+	return meter.beforeCall(name, meter.measured[name], guards[name], args)
 }
 
-// beforeCall is before with name's entries of measuredFuncs and guards,
+// beforeCall is before with name's entries of measured and guards,
 // looked up once when the function is wrapped.
-func (st *State) beforeCall(name string, measure int64, g guard, args []any) error {
-	if err := st.charge(1); err != nil {
+func (meter *Meter) beforeCall(name string, measure int64, g guard, args []any) error {
+	if err := meter.Charge(1); err != nil {
 		return err
 	}
 	if measure > 0 {
 		for _, a := range args {
-			if err := st.measured(name, a); err != nil {
+			if err := meter.Measured(name, a); err != nil {
 				return err
 			}
 		}
@@ -513,13 +531,13 @@ func (st *State) beforeCall(name string, measure int64, g guard, args []any) err
 					n += int64(len(s))
 				}
 			}
-			if err := st.text(name, n*measure); err != nil {
+			if err := meter.Text(name, n*measure); err != nil {
 				return err
 			}
 		}
 	}
 	if g != nil {
-		return g(st, name, args)
+		return g(meter, name, args)
 	}
 	return nil
 }
@@ -533,23 +551,23 @@ func mustNot(err error) {
 	}
 }
 
-// wrapFunc wraps fn (see budgetedFuncs). The common signatures get a typed
+// wrapFunc wraps fn (see Wrap). The common signatures get a typed
 // wrapper; the rest go through reflection.
-func wrapFunc(st *State, name string, fn any) any {
-	measure, g := measuredFuncs[name], guards[name]
+func wrapFunc(meter *Meter, name string, fn any) any {
+	measure, g := meter.measured[name], guards[name]
 	checked := measure > 0 || g != nil
 	before := func(args []any) error {
 		if !checked {
-			return st.charge(1)
+			return meter.Charge(1)
 		}
-		return st.beforeCall(name, measure, g, args)
+		return meter.beforeCall(name, measure, g, args)
 	}
 	switch f := fn.(type) {
 	case func(string) string:
 		return func(s string) string {
-			mustNot(st.charge(1 + int64(len(s))/64))
+			mustNot(meter.Charge(1 + int64(len(s))/64))
 			r := f(s)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any) string:
@@ -557,10 +575,10 @@ func wrapFunc(st *State, name string, fn any) any {
 			if checked {
 				mustNot(before([]any{v}))
 			} else {
-				mustNot(st.charge(1))
+				mustNot(meter.Charge(1))
 			}
 			r := f(v)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any) (string, error):
@@ -569,38 +587,38 @@ func wrapFunc(st *State, name string, fn any) any {
 				if err := before([]any{v}); err != nil {
 					return "", err
 				}
-			} else if err := st.charge(1); err != nil {
+			} else if err := meter.Charge(1); err != nil {
 				return "", err
 			}
 			r, err := f(v)
 			if err != nil {
 				return r, err
 			}
-			return r, st.chargeResult(name, r)
+			return r, meter.chargeResult(name, r)
 		}
 	case func(int, string) string:
 		return func(n int, s string) string {
 			if checked {
 				mustNot(before([]any{n, s}))
 			} else {
-				mustNot(st.charge(1))
+				mustNot(meter.Charge(1))
 			}
 			r := f(n, s)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(string, string) string:
 		return func(a, b string) string {
-			mustNot(st.charge(1 + int64(len(a)+len(b))/64))
+			mustNot(meter.Charge(1 + int64(len(a)+len(b))/64))
 			r := f(a, b)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(...any) string:
 		return func(args ...any) string {
 			mustNot(before(args))
 			r := f(args...)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any, ...any) any:
@@ -608,45 +626,45 @@ func wrapFunc(st *State, name string, fn any) any {
 			if checked {
 				mustNot(before(append([]any{v}, args...)))
 			} else {
-				mustNot(st.charge(1))
+				mustNot(meter.Charge(1))
 			}
 			r := f(v, args...)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any, string) bool:
 		return func(v any, s string) bool {
-			mustNot(st.charge(1))
+			mustNot(meter.Charge(1))
 			return f(v, s)
 		}
 	case func(any, string, any) any:
 		return func(m any, k string, d any) any {
-			mustNot(st.charge(1))
+			mustNot(meter.Charge(1))
 			r := f(m, k, d)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any) int64:
 		return func(v any) int64 {
-			mustNot(st.charge(1))
+			mustNot(meter.Charge(1))
 			return f(v)
 		}
 	case func(string, any) (any, error):
 		return func(s string, v any) (any, error) {
-			if err := st.charge(1); err != nil {
+			if err := meter.Charge(1); err != nil {
 				return nil, err
 			}
 			return f(s, v)
 		}
 	case func(string, ...any) string:
 		return func(format string, args ...any) string {
-			mustNot(st.charge(1))
+			mustNot(meter.Charge(1))
 			for _, v := range args {
-				mustNot(st.measured(name, v))
+				mustNot(meter.Measured(name, v))
 			}
-			mustNot(checkFormat(st, name, format, args))
+			mustNot(checkFormat(meter, name, format, args))
 			r := f(format, args...)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(string, string, string) string:
@@ -654,20 +672,20 @@ func wrapFunc(st *State, name string, fn any) any {
 			if checked {
 				mustNot(before([]any{a, b, c}))
 			} else {
-				mustNot(st.charge(1))
+				mustNot(meter.Charge(1))
 			}
 			r := f(a, b, c)
-			mustNot(st.chargeResult(name, r))
+			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	}
-	return wrapReflect(st, name, fn)
+	return wrapReflect(meter, name, fn)
 }
 
 var errorType = reflect.TypeFor[error]()
 
 // wrapReflect wraps a function of any signature.
-func wrapReflect(st *State, name string, fn any) any {
+func wrapReflect(meter *Meter, name string, fn any) any {
 	fv := reflect.ValueOf(fn)
 	ft := fv.Type()
 	if ft.Kind() != reflect.Func || ft.NumOut() == 0 {
@@ -691,7 +709,7 @@ func wrapReflect(st *State, name string, fn any) any {
 			}
 			return []reflect.Value{reflect.Zero(ft.Out(0)), reflect.ValueOf(&err).Elem()}
 		}
-		if err := st.before(name, args); err != nil {
+		if err := meter.before(name, args); err != nil {
 			return fail(err)
 		}
 		var out []reflect.Value
@@ -703,7 +721,7 @@ func wrapReflect(st *State, name string, fn any) any {
 		if returnsErr && !out[1].IsNil() {
 			return out
 		}
-		if err := st.chargeResult(name, out[0].Interface()); err != nil {
+		if err := meter.chargeResult(name, out[0].Interface()); err != nil {
 			return fail(err)
 		}
 		return out
