@@ -46,8 +46,9 @@ type Resource struct {
 	Version string `json:"version"`
 	// Resource is the lowercase plural as in the CRD, e.g. webapps.
 	Resource string `json:"resource"`
-	// Templates are the child templates, relative to the config file.
-	Templates []string `json:"templates"`
+	// Templates are the child templates, relative to the config file, in
+	// file order; each may wait for others (dependencies.go).
+	Templates []Template `json:"templates"`
 	// StatusTemplate optionally renders extra fields merged under .status.
 	StatusTemplate string `json:"statusTemplate,omitempty"`
 	// Helpers are files of {{ define }} blocks the entry's templates share
@@ -311,7 +312,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.Group = str("group")
 	r.Version = str("version")
 	r.Resource = str("resource")
-	r.Templates = strs("templates")
+	r.Templates = d.decodeTemplates(i, entry, m["templates"])
 	r.StatusTemplate = str("statusTemplate")
 	r.Helpers = strs("helpers")
 	r.Namespaces = strs("namespaces")
@@ -395,7 +396,11 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 		}
 	}
 	for j, t := range r.Templates {
-		checkFile(fmt.Sprintf("templates[%d]", j), t)
+		field := fmt.Sprintf("templates[%d]", j)
+		if t.ID != "" || len(t.DependsOn) > 0 || len(t.ReadyWhen) > 0 {
+			field += ".path"
+		}
+		checkFile(field, t.Path)
 	}
 	if r.StatusTemplate != "" && !bad["statusTemplate"] {
 		checkFile("statusTemplate", r.StatusTemplate)
@@ -408,6 +413,9 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 
 	if !bad["children"] {
 		d.validateChildren(entry, r)
+		if !bad["templates"] {
+			d.validateTemplates(entry, r)
+		}
 	}
 	if r.Selector != "" && !bad["selector"] {
 		if _, err := labels.Parse(r.Selector); err != nil {
@@ -464,7 +472,7 @@ func equalResources(a, b []Resource) bool {
 	return slices.EqualFunc(a, b, func(x, y Resource) bool {
 		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
 			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
-			slices.Equal(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
+			reflect.DeepEqual(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
 			slices.Equal(x.Namespaces, y.Namespaces) && reflect.DeepEqual(x.Rollout, y.Rollout) && reflect.DeepEqual(x.RenderBudget, y.RenderBudget)
 	})
 }

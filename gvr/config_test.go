@@ -53,7 +53,7 @@ func TestParseConfigValid(t *testing.T) {
 	if !cfg.Resources[1].LabelSelector().Empty() {
 		t.Errorf("empty selector should select everything")
 	}
-	if got := cfg.TemplatePath(r.Templates[0]); got != filepath.Join("testdata", "web", "deployment.yaml.tmpl") {
+	if got := cfg.TemplatePath(r.Templates[0].Path); got != filepath.Join("testdata", "web", "deployment.yaml.tmpl") {
 		t.Errorf("TemplatePath = %q", got)
 	}
 }
@@ -126,7 +126,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown fields, all reported", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    template: x\n    selectors: y\n",
 			[]string{web + `selectors: unknown field "selectors"`, web + `template: unknown field "template"`}},
 		{"wrong types", "resources:" + entry + "    templates: web/service.yaml.tmpl\n    namespaces: [1]\n    selector: [a]\n",
-			[]string{web + "templates: must be a list of strings, not a string", web + "namespaces[0]: must be a string, not a number", web + "selector: must be a string, not a list"}},
+			[]string{web + "templates: must be a list of paths or {path, id, dependsOn, readyWhen} mappings, not a string", web + "namespaces[0]: must be a string, not a number", web + "selector: must be a string, not a list"}},
 		{"missing version", "resources:\n  - group: apps.example.com\n    resource: webapps\n    templates: [web/service.yaml.tmpl]\n",
 			[]string{"testdata/stencil.yaml: resources[0]: version: is required"}},
 		{"missing resource", "resources:\n  - group: apps.example.com\n    version: v1\n    templates: [web/service.yaml.tmpl]\n",
@@ -176,7 +176,7 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{`resources[0] (Pods.v1): extra: unknown field "extra"`,
 				`resources[0] (Pods.v1): resource: "Pods": resource must be the lowercase plural`,
 				"resources[0] (Pods.v1): templates[0]: gone.tmpl: no such file",
-				"resources[1] (pods.v1): templates: must be a list of strings, not a number"}},
+				"resources[1] (pods.v1): templates: must be a list of paths or {path, id, dependsOn, readyWhen} mappings, not a number"}},
 		{"every entry reported", "resources:\n  - version: v1\n    resource: pods\n  - version: v1\n    resource: Services\n    templates: [x]\n",
 			[]string{"resources[0] (pods.v1): templates: at least one template is required",
 				`resources[1] (Services.v1): resource: "Services": resource must be the lowercase plural`,
@@ -231,7 +231,7 @@ func TestLoadAbsoluteTemplatePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.TemplatePath(cfg.Resources[0].Templates[0]); got != abs {
+	if got := cfg.TemplatePath(cfg.Resources[0].Templates[0].Path); got != abs {
 		t.Errorf("TemplatePath = %q, want %q", got, abs)
 	}
 }

@@ -60,7 +60,7 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("accepted bad selector %q", r.Selector)
 			}
 			for _, tmpl := range r.Templates {
-				if st, err := os.Stat(cfg.TemplatePath(tmpl)); err != nil || !st.Mode().IsRegular() {
+				if st, err := os.Stat(cfg.TemplatePath(tmpl.Path)); err != nil || !st.Mode().IsRegular() {
 					t.Fatalf("accepted missing template %q", tmpl)
 				}
 			}

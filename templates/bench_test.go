@@ -23,7 +23,7 @@ func newTextRenderer(tb testing.TB, cfg *gvr.Config, set *Set) *textRenderer {
 	tb.Helper()
 	root := template.New("").Option("missingkey=error").Funcs(engine.Funcs())
 	res := set.Resource()
-	for _, name := range append(append([]string{}, res.Helpers...), res.Templates...) {
+	for _, name := range append(append([]string{}, res.Helpers...), res.TemplatePaths()...) {
 		data, err := os.ReadFile(cfg.TemplatePath(name))
 		if err != nil {
 			tb.Fatal(err)
@@ -37,7 +37,7 @@ func newTextRenderer(tb testing.TB, cfg *gvr.Config, set *Set) *textRenderer {
 
 func (r *textRenderer) render(parent *gvr.Object) (int, error) {
 	n := 0
-	for _, name := range r.set.Resource().Templates {
+	for _, name := range r.set.Resource().TemplatePaths() {
 		out, err := engine.Execute(r.root, name, parent)
 		if err != nil {
 			return 0, err

@@ -171,7 +171,7 @@ func renderSteps(t *testing.T, set *Set, p interface{}) int64 {
 		t.Fatal(err)
 	}
 	defer set.release(e)
-	for _, name := range set.res.Templates {
+	for _, name := range set.res.TemplatePaths() {
 		if _, err := engine.Execute(e.t, name, p); err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "
 // joined, each a *engine.RenderError.
 func (s *Set) Render(parent *gvr.Object) (children []*unstructured.Unstructured, err error) {
 	err = s.withExecutor(parent, func(e *executor) error {
-		children, err = s.render(e, parent)
+		children, _, err = s.render(e, parent)
 		return err
 	})
 	return children, err
@@ -50,24 +50,43 @@ func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error 
 	return f(e)
 }
 
-// RenderAll is Render and RenderStatus under one budget: the render of one
-// custom resource, children and status together (package budget).
+// RenderAll is Render and RenderStatus under one budget, without live
+// children: RenderWith(parent, nil).
 func (s *Set) RenderAll(parent *gvr.Object) (children []*unstructured.Unstructured, status map[string]any, err error) {
-	err = s.withExecutor(parent, func(e *executor) error {
-		if children, err = s.render(e, parent); err != nil {
-			return err
-		}
-		status, err = s.renderStatus(e, parent)
-		return err
-	})
+	r, err := s.RenderWith(parent, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return children, status, nil
+	return r.Children, r.Status, nil
+}
+
+// RenderWith renders the children and the status of one custom resource
+// under one budget (package budget), reading its live children from live
+// (nil: it has none). Templates render in dependency order; one that
+// cannot render yet waits (Result.Waits), and the others render. All
+// render failures are returned, joined, each a *engine.RenderError.
+func (s *Set) RenderWith(parent *gvr.Object, live Live) (*Result, error) {
+	var r Result
+	err := s.withExecutor(parent, func(e *executor) (err error) {
+		e.live = live
+		if r.Children, r.Waits, err = s.render(e, parent); err != nil {
+			return err
+		}
+		r.Status, err = s.renderStatus(e, parent)
+		if _, waits := waitedFor(err); waits {
+			r.Status, r.StatusWaits = nil, true
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // render is Render with the executor e.
-func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructured, error) {
+func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructured, []Wait, error) {
 	type childKey struct {
 		gk   schema.GroupKind
 		name string
@@ -76,14 +95,30 @@ func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructu
 		children []*unstructured.Unstructured
 		errs     []error
 		seen     = map[childKey]string{}
+		rendered = map[string][]*unstructured.Unstructured{}
+		waiting  = map[string]Wait{}
+		waits    []Wait
 	)
-	for _, name := range s.res.Templates {
+	for _, i := range s.order {
+		item := s.res.Templates[i]
+		name := item.Path
+		if w, ok := e.blocked(item, s.byName, rendered, waiting); ok {
+			waiting[item.Name()] = w
+			waits = append(waits, w)
+			continue
+		}
 		out, err := engine.Execute(e.t, name, parent)
 		if errors.Is(err, budget.ErrExceeded) {
 			// The budget is the whole render's: the next templates would
 			// only fail the same way.
 			errs = append(errs, err)
 			break
+		}
+		if child, ok := waitedFor(err); ok {
+			w := Wait{Template: item.Name(), For: child, Reason: "does not exist"}
+			waiting[item.Name()] = w
+			waits = append(waits, w)
+			continue
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -122,12 +157,19 @@ func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructu
 			}
 			seen[key] = fmt.Sprintf("%s %s", name, doc)
 			children = append(children, u)
+			rendered[item.Name()] = append(rendered[item.Name()], u)
+			for _, c := range item.ReadyWhen {
+				if c.Kind == u.GetKind() {
+					ref := u.GetKind() + "/" + u.GetName()
+					e.checks[ref] = append(e.checks[ref], c)
+				}
+			}
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return children, nil
+	return children, waits, nil
 }
 
 // RenderStatus executes the status template and returns the mapping it

@@ -27,6 +27,7 @@ import (
 	"hash"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"text/template"
 	"text/template/parse"
@@ -93,6 +94,12 @@ type Set struct {
 	// executors are clones of root, each with the functions bound to its
 	// own engine.State; a render takes one for its whole run.
 	executors sync.Pool
+	// order is the order the templates render in: each after those it
+	// depends on (gvr.TemplateOrder); byName finds a template by id.
+	order  []int
+	byName map[string]gvr.Template
+	// readsLive says a template reads live children or waits for another.
+	readsLive bool
 }
 
 // verifyFastPath, set by the package's tests, decodes every document both
@@ -103,6 +110,11 @@ var verifyFastPath = false
 type executor struct {
 	t  *template.Template
 	st engine.State
+	// live is the render's view of the live children (nil: none); checks
+	// holds, per Kind/name, the readyWhen checks of the template that
+	// rendered that child in this render.
+	live   Live
+	checks map[string][]gvr.ReadyCheck
 }
 
 func (s *Set) executor() (*executor, error) {
@@ -113,13 +125,15 @@ func (s *Set) executor() (*executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath)}
-	engine.Bind(t, &e.st, !s.unbudgeted)
+	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath), checks: map[string][]gvr.ReadyCheck{}}
+	engine.Bind(t, &e.st, !s.unbudgeted, s.liveFuncs(e))
 	return e, nil
 }
 
 func (s *Set) release(e *executor) {
 	e.st.Reset()
+	e.live = nil
+	clear(e.checks)
 	s.executors.Put(e)
 }
 
@@ -153,7 +167,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	// fieldOf names the config field of each file, for errors found after
 	// parsing.
 	fieldOf := map[string]string{}
-	root := template.New(entry).Option("missingkey=error").Funcs(engine.Funcs()).Funcs(engine.ParseFuncs())
+	root := template.New(entry).Option("missingkey=error").Funcs(engine.Funcs()).Funcs(engine.ParseFuncs()).Funcs(liveStubs)
 	rev := sha256.New()
 	parseField := func(field, name string) {
 		fieldOf[name] = field
@@ -168,8 +182,8 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	for i, name := range res.Helpers {
 		parseField(fmt.Sprintf("helpers[%d]", i), name)
 	}
-	for i, name := range res.Templates {
-		parseField(fmt.Sprintf("templates[%d]", i), name)
+	for i, t := range res.Templates {
+		parseField(fmt.Sprintf("templates[%d]", i), t.Path)
 	}
 	if res.StatusTemplate != "" {
 		parseField("statusTemplate", res.StatusTemplate)
@@ -199,10 +213,31 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		return nil, errors.Join(errs...)
 	}
 	s.root = root
+	var cycle []string
+	if s.order, cycle = gvr.TemplateOrder(res.Templates); cycle != nil {
+		return nil, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: fmt.Errorf("dependsOn forms a cycle: %s", strings.Join(cycle, " -> "))}
+	}
+	s.byName = map[string]gvr.Template{}
+	for _, t := range res.Templates {
+		s.byName[t.Name()] = t
+	}
+	s.readsLive = readsLive(res, root)
 	if res.Rollout != nil {
 		s.revision = hex.EncodeToString(rev.Sum(nil)[:5])
 	}
 	return s, nil
+}
+
+// ReadsLive reports whether a template of the set reads live children
+// (observed, ready) or waits for another (dependsOn): its render then
+// depends on the children too, not only on the custom resource.
+func (s *Set) ReadsLive() bool { return s.readsLive }
+
+// liveStubs let templates that call observed and ready parse; each
+// executor binds them (liveFuncs).
+var liveStubs = template.FuncMap{
+	funcObserved: func(string, string) (map[string]any, error) { return nil, errors.New("not bound") },
+	funcReady:    func(string, string) (bool, error) { return false, errors.New("not bound") },
 }
 
 // Revision names the content of the templates and helpers that render the

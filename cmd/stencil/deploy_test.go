@@ -29,7 +29,7 @@ func TestDeployConfigIsTheExampleConfig(t *testing.T) {
 	}
 	want := []string{"stencil.yaml=stencil.yaml"}
 	for _, r := range cfg.Resources {
-		files := append(append(slices.Clone(r.Helpers), r.Templates...), r.StatusTemplate)
+		files := append(append(slices.Clone(r.Helpers), r.TemplatePaths()...), r.StatusTemplate)
 		for _, f := range files {
 			if f != "" {
 				want = append(want, strings.ReplaceAll(f, "/", "-")+"="+f)

@@ -97,7 +97,7 @@ func Fingerprint(path string) string {
 	// config that does not parse hashes as its own bytes only.
 	if cfg, err := gvr.Load(path); err == nil {
 		for _, r := range cfg.Resources {
-			for _, t := range r.Templates {
+			for _, t := range r.TemplatePaths() {
 				add(cfg.TemplatePath(t))
 			}
 			if r.StatusTemplate != "" {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -153,11 +154,15 @@ func printed(v any) string {
 }
 
 // Bind gives the template t (a clone owned by one executor) the
-// functions that record into st.
-func Bind(t *template.Template, st *State, budgeted bool) {
+// functions that record into st, and extra functions of the caller's,
+// counted against the budget like every other.
+func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap) {
+	funcs := Funcs()
+	maps.Copy(funcs, extra)
 	if budgeted {
-		t.Funcs(budget.Wrap(Funcs(), &st.meter, measuredFuncs))
+		t.Funcs(budget.Wrap(funcs, &st.meter, measuredFuncs))
 	} else {
+		t.Funcs(extra)
 		limits := st.meter.Limits()
 		limits.Steps, limits.StringBytes, limits.IncludeDepth = 1<<62, 1<<62, 100
 		st.meter = budget.NewMeter(limits)
