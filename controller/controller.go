@@ -230,9 +230,9 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			ParentHandler:      func(g schema.GroupVersionResource) cache.ResourceEventHandler { return c.parentHandler(ctx, g) },
 			ChildHandler:       c.childHandler(ctx),
 			ParentTransform:    reconcile.StripParent,
-			ChildTransform:     reconcile.StripChild,
+			ChildTransform:     func(obj any) (any, error) { return c.rec.TransformChild(obj) },
 			WatchFailed:        c.health.watchFailed,
-			Served:             opts.Metrics.setServed,
+			Served:             c.served,
 			Published:          c.precreate,
 			Removed:            func(entry *registry.Parent) { opts.Metrics.served.DeleteLabelValues(entry.Label) },
 			ChildKindsResolved: func() { c.EnqueueAll() },
@@ -249,6 +249,13 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
 		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,
 	})
+	// The kinds of the entries whose templates read live children, as far
+	// as they are known before the caches fill (served entries add theirs).
+	for i, res := range opts.Config.Resources {
+		if gvk, err := opts.Mapper.KindFor(res.GVR()); err == nil {
+			c.rec.ObserveKind(gvk.GroupKind(), opts.Sets[i].ReadsLive())
+		}
+	}
 	c.health.synced = reg.Synced
 	if opts.WriteGate != nil {
 		opts.WriteGate.Set(c.mayWrite)
@@ -378,6 +385,15 @@ func (c *Controller) enqueueResource(g schema.GroupVersionResource) int {
 		c.queue.Add(reconcile.Key{GVR: g, NamespacedName: k})
 	}
 	return len(keys)
+}
+
+// served is told of every evaluation of an entry: the served gauge, and
+// whether the caches keep its children whole for templates that read them.
+func (c *Controller) served(entry *registry.Parent) {
+	c.opts.Metrics.setServed(entry)
+	if entry.Served {
+		c.rec.ObserveKind(entry.GVK.GroupKind(), entry.Set.ReadsLive())
+	}
 }
 
 // precreate makes the metric series of a published entry exist.

@@ -81,6 +81,9 @@ type Reconciler struct {
 	refusals       refusalMemo
 	rollouts       rollouts
 	terminating    terminatingNamespaces
+	// observingKinds are the owner kinds whose children the caches keep
+	// whole, for templates that read them (live.go).
+	observingKinds observingKinds
 }
 
 // New builds a Reconciler.

@@ -27,6 +27,7 @@ import (
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/budget"
 )
 
@@ -96,6 +97,9 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return nil
 	}
 
+	// A render that reads live children depends on them too: its failure
+	// is not remembered by the resource's spec alone.
+	readsLive := entry.Set.ReadsLive()
 	if err := c.renderFailures.get(key, entry, parent); err != nil {
 		// The same render failed before: reported, not run again.
 		logger.V(4).Info("Render failed before with this spec and these templates, not rendered again")
@@ -105,17 +109,23 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 	if err != nil {
 		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
-	desired, extra, err := entry.Set.RenderAll(obj)
+	var live templates.Live
+	if readsLive {
+		live = c.liveChildrenOf(ctx, parent)
+	}
+	r, err := entry.Set.RenderWith(obj, live)
 	if err == nil {
 		c.renderFailures.forget(key)
-		return c.converge(ctx, entry, parent, desired, extra)
+		return c.converge(ctx, entry, parent, r)
 	}
 	c.opts.Metrics.renderErrors.WithLabelValues(entry.Label).Inc()
 	if errors.Is(err, budget.ErrExceeded) {
 		c.opts.Metrics.budgetExceeded.WithLabelValues(entry.Label).Inc()
 	}
 	err = requeue.Terminal(err)
-	c.renderFailures.set(key, entry, parent, err)
+	if !readsLive {
+		c.renderFailures.set(key, entry, parent, err)
+	}
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
 	return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
@@ -151,24 +161,28 @@ func (c *Reconciler) fail(ctx context.Context, entry *registry.Parent, parent *u
 }
 
 // converge applies, prunes and reports on the rendered children.
-func (c *Reconciler) converge(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured, extra map[string]any) error {
+func (c *Reconciler) converge(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, r *templates.Result) error {
 	if left, ok := c.terminating.left(parent.GetNamespace()); ok {
 		// Its namespace is being deleted and takes it along; look again
 		// once the memory of that expires, in case it is still there.
 		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
 		return requeue.After(nil, left)
 	}
-	w := c.applyAll(ctx, entry, parent, desired)
+	w := c.applyAll(ctx, entry, parent, r.Children)
 	if w.end {
 		return requeue.After(w.err, w.after)
 	}
-	pruned, err := c.prune(ctx, entry, parent, w.rendered)
-	if err != nil {
-		w.err = errors.Join(w.err, err)
+	if len(r.Waits) == 0 {
+		// While a template waits, its children are not rendered: nothing
+		// is pruned until every template renders again.
+		pruned, err := c.prune(ctx, entry, parent, w.rendered)
+		if err != nil {
+			w.err = errors.Join(w.err, err)
+		}
+		w.changes.pruned = pruned
 	}
-	w.changes.pruned = pruned
 	w.changes.record(c.recorder, parent)
-	return requeue.After(c.report(ctx, entry, parent, &w, extra), w.after)
+	return requeue.After(c.report(ctx, entry, parent, &w, r), w.after)
 }
 
 // writes is what applying every rendered child of one resource came to.
@@ -235,15 +249,18 @@ func (c *Reconciler) applyAll(ctx context.Context, entry *registry.Parent, paren
 // report writes the status that the writes w came to, and asks to look
 // again where nothing else would bring the resource back: a foreign object
 // holding a child's name, the end of a fight episode, a first status.
-func (c *Reconciler) report(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, w *writes, extra map[string]any) error {
+func (c *Reconciler) report(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, w *writes, r *templates.Result) error {
 	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
-	out := status.Outcome{Extra: extra, Live: w.live, Revision: c.statusRevision(entry, parent, w.live)}
+	extra := r.Status
+	out := status.Outcome{Extra: extra, KeepTemplateStatus: r.StatusWaits, Live: w.live, Revision: c.statusRevision(entry, parent, w.live),
+		Waiting: waitingMessage(r.Waits)}
 	switch {
 	case w.err != nil:
 		// A terminal apply error (invalid object) is reported and not retried;
 		// a transient one is reported and retried with back-off.
 		if !isAllTerminal(w.err) {
-			want := status.Desired(parent, status.Outcome{FailReason: status.ReasonApplyFailed, FailMessage: w.err.Error(), Extra: extra, Revision: out.Revision})
+			want := status.Desired(parent, status.Outcome{FailReason: status.ReasonApplyFailed, FailMessage: w.err.Error(), Extra: extra,
+				KeepTemplateStatus: r.StatusWaits, Revision: out.Revision})
 			c.warnOnce(parent, status.ReasonApplyFailed, w.err.Error())
 			if perr := c.patchStatus(ctx, entry, parent, want); perr != nil {
 				return errors.Join(w.err, perr)
@@ -468,6 +485,16 @@ func applyError(want *unstructured.Unstructured, err error) error {
 	return err
 }
 
+// waitingMessage names each waiting template and the child it waits for,
+// e.g. "app.yaml.tmpl waits for Deployment/db, which is not ready".
+func waitingMessage(waits []templates.Wait) string {
+	msgs := make([]string, len(waits))
+	for i, w := range waits {
+		msgs[i] = w.String()
+	}
+	return strings.Join(msgs, "; ")
+}
+
 // readyIn reports whether a computed status has Ready=True.
 func readyIn(st map[string]any) bool {
 	return meta.IsStatusConditionTrue(status.Conditions(st), status.ConditionReady)
@@ -524,7 +551,7 @@ func (c *Reconciler) liveChild(ctx context.Context, childKind *registry.Child, w
 // expectChild records a child stencil created or changed, stripped as the
 // cache holds it, until the cache shows it (expectations).
 func (c *Reconciler) expectChild(written *unstructured.Unstructured) {
-	u, _ := StripChild(written.DeepCopy())
+	u, _ := c.TransformChild(written.DeepCopy())
 	c.expect.Wrote(u.(*unstructured.Unstructured))
 }
 

@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/templates"
@@ -33,7 +35,8 @@ var readinessSpec = map[string]bool{
 // a condition's type, status, reason and message, never when it changed.
 var conditionTimes = []string{"lastTransitionTime", "lastUpdateTime", "lastProbeTime", "lastHeartbeatTime"}
 
-// StripChild is the transform of the child informers.
+// StripChild is the lean transform of the child informers; the
+// Reconciler's TransformChild keeps more of the children templates read.
 func StripChild(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -67,7 +70,45 @@ func StripChild(obj any) (any, error) {
 			delete(u.Object, k)
 		}
 	}
+	u.Object[leanKey] = true
 	return u, nil
+}
+
+// leanKey marks a child cached by StripChild: a template that reads it
+// (observed) needs the whole object, and reads it from the API server
+// instead (liveChildren). It is never sent anywhere: only apply responses
+// and the API server's objects are written from.
+const leanKey = "__stencil_lean"
+
+// keepForTemplates is the transform of the children of an entry whose
+// templates read their live children (templates.Set.ReadsLive): whole,
+// as templates see them (observed), but for what no template may read
+// (a Secret's data) and what stencil never reads (the last-applied
+// annotation); managedFields are kept as text, as in every cache.
+func keepForTemplates(u *unstructured.Unstructured) *unstructured.Unstructured {
+	dropLastApplied(u)
+	if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
+		delete(u.Object, "data")
+		delete(u.Object, "stringData")
+	}
+	drift.CompactManagedFields(u)
+	return u
+}
+
+// TransformChild is the transform of the child informers: whole for the
+// children of an owner kind whose entry reads live children, else lean
+// (StripChild).
+func (c *Reconciler) TransformChild(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	if ref := metav1.GetControllerOf(u); ref != nil {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && c.observing(gv.WithKind(ref.Kind).GroupKind()) {
+			return keepForTemplates(u), nil
+		}
+	}
+	return StripChild(u)
 }
 
 // StripParent is the transform of the custom resource informers: stencil

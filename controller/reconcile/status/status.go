@@ -46,6 +46,9 @@ const (
 	ReasonPaused            = "Paused"
 	ReasonChildFailed       = "ChildFailed"
 	ReasonFieldFight        = "FieldFight"
+	// ReasonWaitingForDependency: a template waits for a child of another
+	// (dependsOn) or one it reads (observed) that is not there or ready.
+	ReasonWaitingForDependency = "WaitingForDependency"
 )
 
 // Condition types stencil writes.
@@ -71,6 +74,11 @@ const (
 // stencil does not own are kept.
 func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	status := TemplateStatus(parent, out.Extra)
+	if out.KeepTemplateStatus {
+		// The status template waits for a child: its fields stay as
+		// they were.
+		status = Current(parent)
+	}
 	gen := parent.GetGeneration()
 	status["observedGeneration"] = gen
 	if out.Revision != "" {
@@ -110,6 +118,14 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 			// stencil keeps watching, since the child may still recover.
 			status["phase"] = PhaseDegraded
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonChildFailed, failed
+		case out.Waiting != "":
+			// A template waits for a child of another: converging, not
+			// failed, and the message names both (kro #1071).
+			status["phase"] = PhaseProgressing
+			if readyChildren == 0 {
+				status["phase"] = PhasePending
+			}
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonWaitingForDependency, out.Waiting
 		case readyChildren == total:
 			status["phase"] = PhaseReady
 			cond.Status, cond.Reason = metav1.ConditionTrue, ReasonAllChildrenReady
@@ -291,6 +307,12 @@ func SetConditions(status map[string]any, conds []metav1.Condition) {
 
 // Outcome is what one sync observed, from which status is computed.
 type Outcome struct {
+	// Waiting, when set, says which templates wait for which children:
+	// Ready is False with ReasonWaitingForDependency, Reconciling True.
+	Waiting string
+	// KeepTemplateStatus keeps the status template's fields as they are:
+	// it read a child that does not exist yet.
+	KeepTemplateStatus bool
 	// FailReason and FailMessage, when set, make the Ready condition False
 	// with that reason.
 	FailReason, FailMessage string

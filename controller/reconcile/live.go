@@ -1,0 +1,111 @@
+package reconcile
+
+import (
+	"context"
+	"maps"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/registry"
+)
+
+// Children that depend on each other: a render of an entry whose
+// templates read live children (observed, ready, dependsOn) reads them
+// from the child caches, with stencil's writes the caches have not shown
+// yet put in (expectations): no request to the API server. The caches
+// keep those children whole (TransformChild); a child cached lean before
+// its owner's entry began to read children (a reload) is read from the
+// API server once, and the next event of it refreshes the cache.
+
+// observingKinds holds the owner kinds whose children are cached whole.
+type observingKinds struct {
+	kinds atomic.Pointer[map[schema.GroupKind]bool]
+}
+
+// observing reports whether children of owner kind gk are cached whole.
+func (c *Reconciler) observing(gk schema.GroupKind) bool {
+	m := c.observingKinds.kinds.Load()
+	return m != nil && (*m)[gk]
+}
+
+// ObserveKind says whether the children of owner kind gk are cached
+// whole: reads is whether its entry's templates read live children. The
+// controller calls it as each entry is published and served (its kind is
+// known then).
+func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) {
+	for {
+		old := c.observingKinds.kinds.Load()
+		if old != nil && (*old)[gk] == reads {
+			return
+		}
+		next := map[schema.GroupKind]bool{}
+		if old != nil {
+			next = maps.Clone(*old)
+		}
+		if reads {
+			next[gk] = true
+		} else {
+			delete(next, gk)
+		}
+		if c.observingKinds.kinds.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// liveChildren is templates.Live over one resource's cached children.
+type liveChildren struct {
+	ctx      context.Context
+	c        *Reconciler
+	children map[string]ownedChild
+}
+
+// liveChildrenOf collects parent's children as the caches (and stencil's
+// own writes) show them.
+func (c *Reconciler) liveChildrenOf(ctx context.Context, parent *unstructured.Unstructured) *liveChildren {
+	l := &liveChildren{ctx: ctx, c: c, children: map[string]ownedChild{}}
+	for _, oc := range c.ownedChildren(parent) {
+		l.children[oc.obj.GetKind()+"/"+oc.obj.GetName()] = oc
+	}
+	return l
+}
+
+// Child returns the live child of that kind and name.
+func (l *liveChildren) Child(kind, name string) (*unstructured.Unstructured, bool) {
+	oc, ok := l.children[kind+"/"+name]
+	if !ok {
+		return nil, false
+	}
+	if _, lean := oc.obj.Object[leanKey]; !lean {
+		return oc.obj, true
+	}
+	whole, err := l.c.readWhole(l.ctx, oc.childKind, oc.obj)
+	if err != nil {
+		// Not read: the template waits, and the child's next event, or
+		// the resync, brings it back.
+		klog.FromContext(l.ctx).V(2).Info("Reading a child a template observes failed", "kind", kind, "child", klog.KObj(oc.obj), "err", err)
+		return nil, false
+	}
+	oc.obj = whole
+	l.children[kind+"/"+name] = oc
+	return whole, true
+}
+
+// Ready applies stencil's readiness rules (kstatus) to a live child.
+func (l *liveChildren) Ready(u *unstructured.Unstructured) bool {
+	return status.ReadinessOf(u).OK
+}
+
+// readWhole reads a child from the API server, as a template sees it.
+func (c *Reconciler) readWhole(ctx context.Context, childKind *registry.Child, cached *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	u, err := c.opts.Dynamic.Resource(childKind.GVR).Namespace(cached.GetNamespace()).Get(ctx, cached.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return keepForTemplates(u), nil
+}
