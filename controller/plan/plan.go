@@ -97,6 +97,7 @@ type diffResult struct {
 	children  []childDiff
 	unchanged int
 	failures  []failure
+	waiting   []waiting
 }
 
 // Run lists every resource the config serves, then plans them with
@@ -176,6 +177,7 @@ feed:
 		report.Children = append(report.Children, r.children...)
 		report.Unchanged += r.unchanged
 		report.Failures = append(report.Failures, r.failures...)
+		report.Waiting = append(report.Waiting, r.waiting...)
 	}
 	return report, nil
 }
@@ -307,13 +309,21 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 	if err != nil {
 		return fail(reasonRenderFailed, err)
 	}
-	desired, err := j.set.Render(obj)
+	var live templates.Live
+	if j.set.ReadsLive() {
+		live = d.liveChildren(ctx, parent)
+	}
+	rendering, err := j.set.RenderWith(obj, live)
 	if err != nil {
 		return fail(reasonRenderFailed, err)
 	}
-	extra, err := j.set.RenderStatus(obj)
-	if err != nil {
-		return fail(reasonRenderFailed, err)
+	desired, extra := rendering.Children, rendering.Status
+	if len(rendering.Waits) > 0 {
+		msgs := make([]string, len(rendering.Waits))
+		for i, w := range rendering.Waits {
+			msgs[i] = w.String()
+		}
+		r.waiting = append(r.waiting, waiting{Parent: ref, Message: strings.Join(msgs, "; ")})
 	}
 
 	rendered := map[schema.GroupVersionKind]map[string]bool{}
@@ -341,8 +351,9 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 		}
 	}
 
-	// Status: the fields the status template renders.
-	if changes := statusChanges(parent, status.TemplateStatus(parent, extra)); len(changes) > 0 {
+	// Status: the fields the status template renders (kept as they are
+	// while it waits).
+	if changes := statusChanges(parent, status.TemplateStatus(parent, extra)); len(changes) > 0 && !rendering.StatusWaits {
 		r.children = append(r.children, childDiff{Parent: ref, Kind: parent.GetKind(),
 			Namespace: parent.GetNamespace(), Name: parent.GetName(), Action: actionUpdate, Changes: changes})
 	}
@@ -351,6 +362,10 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 	// controlled by this resource, that the render no longer produces.
 	var pruned []childDiff
 	for _, c := range d.owned[parent.GetUID()] {
+		if len(rendering.Waits) > 0 {
+			// Nothing is pruned while a template waits, as sync does.
+			break
+		}
 		if c.namespace != parent.GetNamespace() || c.controller != parent.GetUID() || rendered[c.gvk][c.name] {
 			continue
 		}
@@ -362,6 +377,49 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 	r.children = append(r.children, pruned...)
 	return r, nil
 }
+
+// liveChildren is templates.Live over parent's children in the cluster,
+// each read from the API server the first time a template asks for it.
+func (d *Planner) liveChildren(ctx context.Context, parent *unstructured.Unstructured) templates.Live {
+	return &planLive{ctx: ctx, d: d, parent: parent, read: map[string]*unstructured.Unstructured{}}
+}
+
+// planLive reads the live children a render asks for.
+type planLive struct {
+	ctx    context.Context
+	d      *Planner
+	parent *unstructured.Unstructured
+	read   map[string]*unstructured.Unstructured
+}
+
+// Child returns parent's live child of that kind and name: one of the
+// children listed by its owner label, controlled by parent.
+func (l *planLive) Child(kind, name string) (*unstructured.Unstructured, bool) {
+	ref := kind + "/" + name
+	if u, ok := l.read[ref]; ok {
+		return u, u != nil
+	}
+	l.read[ref] = nil
+	for _, c := range l.d.owned[l.parent.GetUID()] {
+		if c.gvk.Kind != kind || c.name != name || c.namespace != l.parent.GetNamespace() || c.controller != l.parent.GetUID() {
+			continue
+		}
+		mapping, err := l.d.Mapper.RESTMapping(c.gvk.GroupKind(), c.gvk.Version)
+		if err != nil {
+			return nil, false
+		}
+		u, err := l.d.Dynamic.Resource(mapping.Resource).Namespace(c.namespace).Get(l.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		l.read[ref] = u
+		return u, true
+	}
+	return nil, false
+}
+
+// Ready applies stencil's readiness rules (kstatus), as sync does.
+func (l *planLive) Ready(u *unstructured.Unstructured) bool { return status.ReadinessOf(u).OK }
 
 // diffChild asks what applying want would do: nil when nothing would
 // change. An error with a reason is a failure of this child alone (the

@@ -57,6 +57,15 @@ type Report struct {
 	Children  []childDiff
 	Unchanged int
 	Failures  []failure
+	// Waiting are the resources whose templates would wait for a child
+	// (dependsOn, observed): their children are left as they are.
+	Waiting []waiting
+}
+
+// waiting is a resource some of whose templates would wait.
+type waiting struct {
+	Parent  parentRef `json:"parent"`
+	Message string    `json:"message"`
 }
 
 // HasChanges reports whether something would change, or would fail to
@@ -344,11 +353,17 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, f := range r.Failures {
 		fmt.Fprintf(&b, "%s/%s: %s: %s\n", f.Parent.Namespace, f.Parent.Name, f.Reason, f.Message)
 	}
+	for _, w := range r.Waiting {
+		fmt.Fprintf(&b, "%s/%s: WaitingForDependency: %s\n", w.Parent.Namespace, w.Parent.Name, w.Message)
+	}
 	s := r.summary()
 	fmt.Fprintf(&b, "%d to create, %d to update, %d to prune, %d unchanged, %d render failures",
 		s.Create, s.Update, s.Prune, s.Unchanged, s.RenderFailed)
 	if s.ApplyFailed > 0 {
 		fmt.Fprintf(&b, ", %d apply failures", s.ApplyFailed)
+	}
+	if s.Waiting > 0 {
+		fmt.Fprintf(&b, ", %d waiting for a dependency", s.Waiting)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
@@ -396,10 +411,12 @@ type summary struct {
 	// ApplyFailed counts children the API server rejects, and children
 	// whose name a foreign object holds.
 	ApplyFailed int `json:"applyFailed"`
+	// Waiting counts resources some of whose templates would wait.
+	Waiting int `json:"waiting"`
 }
 
 func (r *Report) summary() summary {
-	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged}
+	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged, Waiting: len(r.Waiting)}
 	for _, f := range r.Failures {
 		if f.Reason == reasonRenderFailed {
 			s.RenderFailed++
@@ -432,7 +449,8 @@ func WriteJSON(w io.Writer, r *Report) error {
 		Children       []jsonChild   `json:"children"`
 		Summary        summary       `json:"summary"`
 		RenderFailures []jsonFailure `json:"renderFailures"`
-	}{Children: []jsonChild{}, Summary: r.summary(), RenderFailures: []jsonFailure{}}
+		Waiting        []waiting     `json:"waiting"`
+	}{Children: []jsonChild{}, Summary: r.summary(), RenderFailures: []jsonFailure{}, Waiting: append([]waiting{}, r.Waiting...)}
 	for _, c := range r.Children {
 		fields := make([]string, len(c.Changes))
 		for i, ch := range c.Changes {

@@ -220,6 +220,7 @@ func TestWriteJSONSchema(t *testing.T) {
 		} `json:"children"`
 		Summary        map[string]int   `json:"summary"`
 		RenderFailures []map[string]any `json:"renderFailures"`
+		Waiting        []map[string]any `json:"waiting"`
 	}
 	dec := json.NewDecoder(&out)
 	dec.DisallowUnknownFields()
