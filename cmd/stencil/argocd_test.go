@@ -173,6 +173,7 @@ func TestArgoCD(t *testing.T) {
 	want := []string{
 		"resource.customizations.health.apps.example.com_WebApp",
 		"resource.customizations.health.cache.example.com_Memcached",
+		"resource.customizations.health.stacks.example.com_AppStack",
 	}
 	if len(data) != len(want) {
 		t.Errorf("got %d entries, want %d:\n%s", len(data), len(want), r.stdout)
@@ -190,6 +191,7 @@ func TestArgoCD(t *testing.T) {
 		deployConfig + ": resources[0] (webapps.v1beta1.apps.example.com): no CustomResourceDefinition for webapps.apps.example.com in " +
 			filepath.Dir(deployConfig) + " (name the CRDs with --crds)\n",
 		"resources[1] (memcacheds.v1alpha1.cache.example.com): no CustomResourceDefinition for memcacheds.cache.example.com",
+		"resources[2] (appstacks.v1alpha1.stacks.example.com): no CustomResourceDefinition for appstacks.stacks.example.com",
 	})
 	stencil(t, "", "argocd", "--config", deployConfig, "--crds", filepath.Dir(exampleConfig)).expect(t, 0, []string{r.stdout}, nil)
 	stencil(t, "", "argocd", "--config", deployConfig, "--crds", filepath.Join("..", "..", "crds", "webapp-crd.yaml")).
@@ -202,7 +204,7 @@ func TestArgoCD(t *testing.T) {
 func configWithoutCRDs(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, rel := range []string{"stencil.yaml", "webapp", "memcached"} {
+	for _, rel := range []string{"stencil.yaml", "webapp", "memcached", "appstack"} {
 		src := filepath.Join("..", "..", "crds", rel)
 		err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
@@ -48,13 +50,14 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("render", "--config FILE -f RESOURCE.yaml [--resource PLURAL] [--namespace NS]")
+	fs := newFlagSet("render", "--config FILE -f RESOURCE.yaml [--observed CHILDREN.yaml] [--resource PLURAL] [--namespace NS]")
 	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
 	var file string
 	fs.StringVar(&file, "f", "", "`file` holding custom resources (--- separated); - reads stdin")
 	fs.StringVar(&file, "filename", "", "same as -f `file`")
 	resource := fs.String("resource", "", "config entry to use, by `plural`; needed only when several entries share the resource's group and version")
 	namespace := fs.String("namespace", "default", "`namespace` for resources that name none, as kubectl apply would")
+	observedFile := fs.String("observed", "", "`file` of live children (--- separated) that templates read (observed, ready, dependsOn); without it none exist, and templates that read them wait")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -90,6 +93,17 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "stencil render: %s: no resources found\n", file)
 		return exitFailed
 	}
+	var observed []*unstructured.Unstructured
+	if *observedFile != "" {
+		data, err := os.ReadFile(*observedFile)
+		if err == nil {
+			observed, err = decodeResources(data)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil render: --observed %s: %v\n", *observedFile, err)
+			return exitFailed
+		}
+	}
 	status := exitOK
 	first := true
 	for _, u := range objs {
@@ -109,14 +123,20 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			status = exitFailed
 			continue
 		}
-		children, err := set.Render(parent)
+		r, err := set.RenderWith(parent, observedLive(observed, u.GetNamespace(), *namespace))
 		if err != nil {
 			fmt.Fprintf(stderr, "stencil render: %s:\n", where)
 			printErrors(stderr, err)
 			status = exitFailed
 			continue
 		}
-		for _, c := range children {
+		for _, w := range r.Waits {
+			fmt.Fprintf(stderr, "stencil render: %s: waits: %s\n", where, w)
+		}
+		if r.StatusWaits {
+			fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
+		}
+		for _, c := range r.Children {
 			out, err := yaml.Marshal(c.Object)
 			if err != nil {
 				fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
@@ -132,6 +152,31 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	return status
 }
+
+// liveFile is templates.Live over the children of --observed: those of
+// one namespace, by kind and name.
+type liveFile map[string]*unstructured.Unstructured
+
+// observedLive returns the children of objs in namespace ns (a child that
+// names none is in defaultNS, as kubectl apply would put it).
+func observedLive(objs []*unstructured.Unstructured, ns, defaultNS string) liveFile {
+	l := liveFile{}
+	for _, o := range objs {
+		if cmp.Or(o.GetNamespace(), defaultNS) == ns {
+			l[o.GetKind()+"/"+o.GetName()] = o
+		}
+	}
+	return l
+}
+
+// Child returns the live child of that kind and name.
+func (l liveFile) Child(kind, name string) (*unstructured.Unstructured, bool) {
+	u, ok := l[kind+"/"+name]
+	return u, ok
+}
+
+// Ready applies the controller's readiness rules (kstatus).
+func (l liveFile) Ready(u *unstructured.Unstructured) bool { return status.ReadinessOf(u).OK }
 
 // findSet picks the config entry for u: the entry with u's group and version,
 // narrowed by --resource. The CR names a kind, not a resource, and stencil

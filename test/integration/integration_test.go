@@ -42,6 +42,7 @@ import (
 var (
 	crdGVR       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	webapps      = schema.GroupVersionResource{Group: "apps.example.com", Version: "v1beta1", Resource: "webapps"}
+	appstacks    = schema.GroupVersionResource{Group: "stacks.example.com", Version: "v1alpha1", Resource: "appstacks"}
 	memcacheds   = schema.GroupVersionResource{Group: "cache.example.com", Version: "v1alpha1", Resource: "memcacheds"}
 	deployments  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	services     = schema.GroupVersionResource{Version: "v1", Resource: "services"}

@@ -60,7 +60,7 @@ ok "webapp/demo and memcached/cache Ready=True; deployment/demo, service/demo, d
 step "prune: with the Service template dropped from the config, service/demo is deleted"
 stop_stencil
 CONFIG_DIR=$(mktemp -d)
-cp -r "$smoke_root"/crds/stencil.yaml "$smoke_root"/crds/webapp "$smoke_root"/crds/memcached "$CONFIG_DIR/"
+cp -r "$smoke_root"/crds/stencil.yaml "$smoke_root"/crds/webapp "$smoke_root"/crds/memcached "$smoke_root"/crds/appstack "$CONFIG_DIR/"
 sed -i '/webapp\/service.yaml.tmpl/d' "$CONFIG_DIR/stencil.yaml"
 start_stencil --config "$CONFIG_DIR/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
   --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke
