@@ -88,7 +88,7 @@ func TestLoadExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Resources) != 2 || cfg.Resources[1].Resource != "memcacheds" {
+	if len(cfg.Resources) != 3 || cfg.Resources[1].Resource != "memcacheds" || cfg.Resources[2].Templates[1].DependsOn[0] != "db" {
 		t.Errorf("unexpected resources %+v", cfg.Resources)
 	}
 }

@@ -357,8 +357,11 @@ func TestLoadAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sets) != 2 || sets[0].Resource().Resource != "webapps" || sets[1].Resource().Resource != "memcacheds" {
+	if len(sets) != 3 || sets[0].Resource().Resource != "webapps" || sets[1].Resource().Resource != "memcacheds" || sets[2].Resource().Resource != "appstacks" {
 		t.Errorf("LoadAll returned %d sets in the wrong order", len(sets))
+	}
+	if sets[0].ReadsLive() || !sets[2].ReadsLive() {
+		t.Error("ReadsLive: want only the AppStack entry's templates to read live children")
 	}
 }
 
