@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml")
@@ -222,4 +224,66 @@ func read(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestRenderObserved: without live children the AppStack's app template
+// waits, and says for what; with them (--observed) it renders, reading the
+// database Service's cluster IP, and the status template's wait is named.
+func TestRenderObserved(t *testing.T) {
+	sample := filepath.Join("..", "..", "crds", "samples", "appstack.yaml")
+	r := stencil(t, "", "render", "--config", exampleConfig, "-f", sample)
+	r.expect(t, 0, []string{"name: shop-db"}, []string{"waits: app waits for Deployment/shop-db, which does not exist"})
+	if strings.Contains(r.stdout, "DB_HOST") {
+		t.Errorf("the waiting app template rendered:\n%s", r.stdout)
+	}
+	observed := filepath.Join(t.TempDir(), "observed.yaml")
+	if err := os.WriteFile(observed, []byte(`apiVersion: v1
+kind: Service
+metadata: {name: shop-db}
+spec: {clusterIP: "10.96.0.42\n  injected: true", ports: [{port: 5432}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop-db, generation: 1}
+spec: {replicas: 1}
+status: {observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1, conditions: [{type: Available, status: "True"}]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = stencil(t, "", "render", "--config", exampleConfig, "-f", sample, "--observed", observed)
+	r.expect(t, 0, []string{"name: DB_HOST"}, []string{"waits: the status template reads a child that does not exist"})
+	if strings.Contains(r.stderr, "app waits") {
+		t.Errorf("the app template waits although its database is ready:\n%s", r.stderr)
+	}
+	// The hostile cluster IP lands as one value, whatever it holds.
+	found := false
+	for _, doc := range strings.Split(r.stdout, "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct{ Name string }
+			Spec     struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Env []map[string]any `json:"env"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("output is not YAML: %v\n%s", err, doc)
+		}
+		if obj.Kind != "Deployment" || obj.Metadata.Name != "shop" {
+			continue
+		}
+		env := obj.Spec.Template.Spec.Containers[0].Env
+		found = len(env) == 2 && env[0]["value"] == "10.96.0.42\n  injected: true"
+		if !found {
+			t.Errorf("the app's env = %v, want DB_HOST holding the Service's cluster IP as it is", env)
+		}
+	}
+	if !found {
+		t.Errorf("no Deployment shop in the output:\n%s", r.stdout)
+	}
 }
