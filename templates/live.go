@@ -82,11 +82,19 @@ func (s *Set) liveFuncs(e *executor) template.FuncMap {
 			if err := s.observable(kind); err != nil {
 				return nil, err
 			}
+			ref := kind + "/" + name
+			if v, ok := e.views[ref]; ok {
+				// One copy per child and render: a loop that reads a
+				// large child costs its size once.
+				return v, nil
+			}
 			u, ok := e.child(kind, name)
 			if !ok {
 				return nil, &waitError{kind: kind, name: name}
 			}
-			return observedView(u), nil
+			v := observedView(u)
+			e.views[ref] = v
+			return v, nil
 		},
 		funcReady: func(kind, name string) (bool, error) {
 			if err := s.observable(kind); err != nil {

@@ -115,6 +115,8 @@ type executor struct {
 	// rendered that child in this render.
 	live   Live
 	checks map[string][]gvr.ReadyCheck
+	// views holds what observed returned in this render, per Kind/name.
+	views map[string]map[string]any
 }
 
 func (s *Set) executor() (*executor, error) {
@@ -125,7 +127,7 @@ func (s *Set) executor() (*executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath), checks: map[string][]gvr.ReadyCheck{}}
+	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath), checks: map[string][]gvr.ReadyCheck{}, views: map[string]map[string]any{}}
 	engine.Bind(t, &e.st, !s.unbudgeted, s.liveFuncs(e))
 	return e, nil
 }
@@ -134,6 +136,7 @@ func (s *Set) release(e *executor) {
 	e.st.Reset()
 	e.live = nil
 	clear(e.checks)
+	clear(e.views)
 	s.executors.Put(e)
 }
 
