@@ -3,7 +3,6 @@ package gvr
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -73,11 +72,8 @@ func (d *decoder) decodeRenderBudget(i int, entry string, v any) *RenderBudget {
 		return nil
 	}
 	b := &RenderBudget{}
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(renderBudgetFields, k) {
-			d.addf(entry, "renderBudget."+k, "unknown field %q (known: %s)", k, strings.Join(renderBudgetFields, ", "))
-			d.markBad(i, "renderBudget")
-		}
+	if !d.unknownFields(entry, "renderBudget.", m, renderBudgetFields) {
+		d.markBad(i, "renderBudget")
 	}
 	field := func(name string, max int64) int64 {
 		raw, ok := m[name]

@@ -158,11 +158,8 @@ func (d *decoder) decodeChildren(i int, entry string, v any) []ChildKind {
 			d.markBad(i, "children")
 			continue
 		}
-		for _, k := range sortedKeys(m) {
-			if !slices.Contains(known, k) {
-				d.addf(entry, field+"."+k, "unknown field %q (known: %s)", k, strings.Join(known, ", "))
-				d.markBad(i, "children")
-			}
+		if !d.unknownFields(entry, field+".", m, known) {
+			d.markBad(i, "children")
 		}
 		var c ChildKind
 		for name, dst := range map[string]*string{"apiVersion": &c.APIVersion, "kind": &c.Kind, "resource": &c.Resource} {

@@ -189,6 +189,19 @@ type decoder struct {
 	badFields map[int]map[string]bool
 }
 
+// unknownFields reports every key of m that known does not list, each
+// under prefix (e.g. "rollout."), and whether there was none.
+func (d *decoder) unknownFields(entry, prefix string, m map[string]any, known []string) bool {
+	ok := true
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(known, k) {
+			d.addf(entry, prefix+k, "unknown field %q (known: %s)", k, strings.Join(known, ", "))
+			ok = false
+		}
+	}
+	return ok
+}
+
 func (d *decoder) markBad(i int, field string) {
 	if d.badFields[i] == nil {
 		d.badFields[i] = map[string]bool{}
@@ -269,11 +282,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.Resource, _ = m["resource"].(string)
 	entry := EntryName(i, r)
 
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(resourceFields, k) {
-			d.addf(entry, k, "unknown field %q (known: %s)", k, strings.Join(resourceFields, ", "))
-		}
-	}
+	d.unknownFields(entry, "", m, resourceFields)
 	str := func(field string) string {
 		v, ok := m[field]
 		if !ok || v == nil {

@@ -335,13 +335,7 @@ func (d *decoder) decodeTemplates(i int, entry string, v any) []Template {
 // decodeTemplate reads one mapping of the templates list.
 func (d *decoder) decodeTemplate(entry, field string, m map[string]any) (Template, bool) {
 	var t Template
-	ok := true
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(templateFields, k) {
-			d.addf(entry, field+"."+k, "unknown field %q (known: %s)", k, strings.Join(templateFields, ", "))
-			ok = false
-		}
-	}
+	ok := d.unknownFields(entry, field+".", m, templateFields)
 	str := func(name string) string {
 		v, present := m[name]
 		if !present || v == nil {
@@ -395,13 +389,7 @@ func (d *decoder) decodeReadyCheck(entry, field string, v any) (ReadyCheck, bool
 		d.addf(entry, field, "must be a mapping such as {kind: Service, fieldPath: spec.clusterIP, nonEmpty: true}, not %s", jsonType(v))
 		return c, false
 	}
-	ok := true
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(readyCheckFields, k) {
-			d.addf(entry, field+"."+k, "unknown field %q (known: %s)", k, strings.Join(readyCheckFields, ", "))
-			ok = false
-		}
-	}
+	ok := d.unknownFields(entry, field+".", m, readyCheckFields)
 	c.Kind, _ = m["kind"].(string)
 	c.FieldPath, _ = m["fieldPath"].(string)
 	if b, present := m["nonEmpty"]; present {

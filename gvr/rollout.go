@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -57,11 +56,8 @@ func (d *decoder) decodeRollout(i int, entry string, v any) *Rollout {
 		return nil
 	}
 	r := &Rollout{}
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(rolloutFields, k) {
-			d.addf(entry, "rollout."+k, "unknown field %q (known: %s)", k, strings.Join(rolloutFields, ", "))
-			d.markBad(i, "rollout")
-		}
+	if !d.unknownFields(entry, "rollout.", m, rolloutFields) {
+		d.markBad(i, "rollout")
 	}
 	field := func(name string) *intstr.IntOrString {
 		raw, ok := m[name]
