@@ -97,18 +97,24 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return nil
 	}
 
-	// A render that reads live children depends on them too: its failure
-	// is not remembered by the resource's spec alone.
-	readsLive := entry.Set.ReadsLive()
+	return c.render(ctx, entry, key, parent)
+}
+
+// render renders the resource's children and status, then converges on
+// them; a render that fails is reported, and nothing is applied or pruned.
+func (c *Reconciler) render(ctx context.Context, entry *registry.Parent, key Key, parent *unstructured.Unstructured) error {
 	if err := c.renderFailures.get(key, entry, parent); err != nil {
 		// The same render failed before: reported, not run again.
-		logger.V(4).Info("Render failed before with this spec and these templates, not rendered again")
+		klog.FromContext(ctx).V(4).Info("Render failed before with this spec and these templates, not rendered again")
 		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
 	}
 	obj, err := gvr.NewObject(parent, key.GVR)
 	if err != nil {
 		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}
+	// A render that reads live children depends on them too: its failure
+	// is not remembered by the resource's spec alone.
+	readsLive := entry.Set.ReadsLive()
 	var live templates.Live
 	if readsLive {
 		live = c.liveChildrenOf(ctx, parent)
