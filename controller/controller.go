@@ -29,6 +29,7 @@ import (
 
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reconcile"
+	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/gvr"
@@ -229,7 +230,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		Hooks: registry.Hooks{
 			ParentHandler:      func(g schema.GroupVersionResource) cache.ResourceEventHandler { return c.parentHandler(ctx, g) },
 			ChildHandler:       c.childHandler(ctx),
-			ParentTransform:    reconcile.StripParent,
+			ParentTransform:    transform.Parent,
 			ChildTransform:     func(obj any) (any, error) { return c.rec.TransformChild(obj) },
 			WatchFailed:        c.health.watchFailed,
 			Served:             c.served,

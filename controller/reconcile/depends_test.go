@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/reconcile/transform"
 )
 
 // TestAWaitingTemplateIsNotCreatedNotUpdatedAndNothingIsPruned: the app's
@@ -118,7 +119,7 @@ func TestTheCachesKeepWhatTemplatesRead(t *testing.T) {
 	if _, ok := u.GetAnnotations()["kubectl.kubernetes.io/last-applied-configuration"]; ok {
 		t.Error("the last-applied annotation is cached")
 	}
-	if _, lean := u.Object[leanKey]; lean {
+	if transform.IsLean(u) {
 		t.Error("a whole child is marked lean")
 	}
 	secret, _ := c.TransformChild(child("Secret", "WebApp"))
@@ -130,7 +131,7 @@ func TestTheCachesKeepWhatTemplatesRead(t *testing.T) {
 	if _, ok := l.Object["spec"].(map[string]any)["ports"]; ok {
 		t.Error("a child no template reads kept its whole spec")
 	}
-	if _, marked := l.Object[leanKey]; !marked {
+	if !transform.IsLean(l) {
 		t.Error("a lean child is not marked")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/reconcile/transform"
 )
 
 // A Deployment render with the values the API server normalises: numeric
@@ -170,10 +171,10 @@ func TestDetectDrift(t *testing.T) {
 			}
 			// The verdict is the same on the object as the server sends it
 			// and as the child cache keeps it (field sets as JSON text).
-			cached, err := StripChild(live.DeepCopy())
+			cached, err := transform.Lean(live.DeepCopy())
 			must(t, err)
 			if _, isText := cached.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["managedFields"].([]any)[0].(map[string]any)["fieldsV1"].(string); !isText {
-				t.Fatal("StripChild left the field sets as trees")
+				t.Fatal("transform.Lean left the field sets as trees")
 			}
 			for form, obj := range map[string]*unstructured.Unstructured{"as sent": live, "as cached": cached.(*unstructured.Unstructured)} {
 				got := drift.Detect(obj, want, want.GetAnnotations()[drift.AnnotationAppliedHash])

@@ -59,7 +59,7 @@ func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child
 	}
 	c.opts.Metrics.dryRuns.WithLabelValues(childKind.GVK.Kind).Inc()
 	client := c.opts.Dynamic.Resource(childKind.GVR).Namespace(want.GetNamespace())
-	// The cache holds a stripped child (transform.go): compare with the
+	// The cache holds a stripped child (package transform): compare with the
 	// whole object.
 	whole, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
 	if err != nil {

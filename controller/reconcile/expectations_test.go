@@ -12,6 +12,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/reconcile/transform"
 )
 
 // lateWatch is a fake API server for one Deployment whose watch delivers
@@ -57,7 +58,7 @@ func (w *lateWatch) indexer() interface {
 
 // cached is obj as the informer's transform stores it.
 func (w *lateWatch) cached(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	u, _ := StripChild(obj.DeepCopy())
+	u, _ := transform.Lean(obj.DeepCopy())
 	return u.(*unstructured.Unstructured)
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 )
 
@@ -81,7 +82,7 @@ func (l *liveChildren) Child(kind, name string) (*unstructured.Unstructured, boo
 	if !ok {
 		return nil, false
 	}
-	if _, lean := oc.obj.Object[leanKey]; !lean {
+	if !transform.IsLean(oc.obj) {
 		return oc.obj, true
 	}
 	whole, err := l.c.readWhole(l.ctx, oc.childKind, oc.obj)
@@ -107,5 +108,21 @@ func (c *Reconciler) readWhole(ctx context.Context, childKind *registry.Child, c
 	if err != nil {
 		return nil, err
 	}
-	return keepForTemplates(u), nil
+	return transform.Whole(u), nil
+}
+
+// TransformChild is the transform of the child informers: whole for the
+// children of an owner kind whose entry reads live children, else lean
+// (transform.Lean).
+func (c *Reconciler) TransformChild(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	if ref := metav1.GetControllerOf(u); ref != nil {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && c.observing(gv.WithKind(ref.Kind).GroupKind()) {
+			return transform.Whole(u), nil
+		}
+	}
+	return transform.Lean(u)
 }

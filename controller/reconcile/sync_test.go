@@ -27,6 +27,7 @@ import (
 
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 
@@ -127,7 +128,7 @@ func (f *fixture) newReconciler(ctx context.Context) {
 		registry.CRDResource: "CustomResourceDefinitionList", webappGVR: "WebAppList", deploymentGVR: "DeploymentList", serviceGVR: "ServiceList",
 	}, crd)
 	reg, err := registry.New(ctx, registry.Options{Dynamic: watched, Mapper: mapper,
-		Hooks: registry.Hooks{ParentTransform: StripParent, ChildTransform: StripChild}}, cfg, sets)
+		Hooks: registry.Hooks{ParentTransform: transform.Parent, ChildTransform: transform.Lean}}, cfg, sets)
 	must(f.t, err)
 	regCtx, stop := context.WithCancel(ctx)
 	f.t.Cleanup(stop)

@@ -1,24 +1,11 @@
-package reconcile
+package transform
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/templates"
 )
-
-// Lean caches: the informers keep only what stencil reads. Drift is decided
-// from the applied hash and managedFields, never by comparing values, so a
-// child's content is not needed in the cache, except the few spec fields
-// and the status that readiness (kstatus) reads: pod templates, ConfigMap
-// and Secret data, annotations other than the applied hash, and condition
-// timestamps go, and the managedFields field sets are kept as JSON text,
-// decoded only when a sync needs them. A custom resource keeps its spec (it
-// is rendered) but only stencil's own managedFields entries. The rare path
-// that needs a whole child (the dry-run comparison) reads it from the API
-// server.
 
 const annotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -35,9 +22,9 @@ var readinessSpec = map[string]bool{
 // a condition's type, status, reason and message, never when it changed.
 var conditionTimes = []string{"lastTransitionTime", "lastUpdateTime", "lastProbeTime", "lastHeartbeatTime"}
 
-// StripChild is the lean transform of the child informers; the
-// Reconciler's TransformChild keeps more of the children templates read.
-func StripChild(obj any) (any, error) {
+// Lean is the transform of the child informers for children no template
+// reads: the few fields stencil itself reads (see the package doc).
+func Lean(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
@@ -74,18 +61,18 @@ func StripChild(obj any) (any, error) {
 	return u, nil
 }
 
-// leanKey marks a child cached by StripChild: a template that reads it
-// (observed) needs the whole object, and reads it from the API server
-// instead (liveChildren). It is never sent anywhere: only apply responses
-// and the API server's objects are written from.
+// leanKey marks a child cached by Lean: a template that reads it
+// (observed) needs the whole object, and the reconciler reads it from the
+// API server instead. It is never sent anywhere: only apply responses and
+// the API server's objects are written from.
 const leanKey = "__stencil_lean"
 
-// keepForTemplates is the transform of the children of an entry whose
+// Whole is the transform of the children of an entry whose
 // templates read their live children (templates.Set.ReadsLive): whole,
 // as templates see them (observed), but for what no template may read
 // (a Secret's data) and what stencil never reads (the last-applied
 // annotation); managedFields are kept as text, as in every cache.
-func keepForTemplates(u *unstructured.Unstructured) *unstructured.Unstructured {
+func Whole(u *unstructured.Unstructured) *unstructured.Unstructured {
 	dropLastApplied(u)
 	if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" {
 		delete(u.Object, "data")
@@ -95,26 +82,10 @@ func keepForTemplates(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return u
 }
 
-// TransformChild is the transform of the child informers: whole for the
-// children of an owner kind whose entry reads live children, else lean
-// (StripChild).
-func (c *Reconciler) TransformChild(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	if ref := metav1.GetControllerOf(u); ref != nil {
-		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && c.observing(gv.WithKind(ref.Kind).GroupKind()) {
-			return keepForTemplates(u), nil
-		}
-	}
-	return StripChild(u)
-}
-
-// StripParent is the transform of the custom resource informers: stencil
+// Parent is the transform of the custom resource informers: stencil
 // reads its own status entry of managedFields (statusFieldsOf), not the
 // entries of other writers.
-func StripParent(obj any) (any, error) {
+func Parent(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
@@ -125,7 +96,7 @@ func StripParent(obj any) (any, error) {
 		if entries, ok := md["managedFields"].([]any); ok {
 			kept := entries[:0]
 			for _, e := range entries {
-				if m, ok := e.(map[string]any); ok && m["manager"] == FieldManager {
+				if m, ok := e.(map[string]any); ok && m["manager"] == drift.FieldManager {
 					kept = append(kept, e)
 				}
 			}
@@ -166,4 +137,10 @@ func dropLastApplied(u *unstructured.Unstructured) {
 			u.SetAnnotations(a)
 		}
 	}
+}
+
+// IsLean reports whether u was cached by Lean.
+func IsLean(u *unstructured.Unstructured) bool {
+	_, lean := u.Object[leanKey]
+	return lean
 }
