@@ -29,6 +29,10 @@ type Live interface {
 	Child(kind, name string) (*unstructured.Unstructured, bool)
 	// Ready applies stencil's readiness rules (kstatus) to a live child.
 	Ready(u *unstructured.Unstructured) bool
+	// Current reports whether live already is what want renders: a child
+	// about to be written is not ready for those that depend on it, even
+	// if its old version is.
+	Current(want, live *unstructured.Unstructured) bool
 }
 
 // Wait says why one template did not render.
@@ -37,7 +41,7 @@ type Wait struct {
 	Template string
 	// For names the child it waits for, as Kind/name.
 	For string
-	// Reason is "does not exist" or "is not ready".
+	// Reason is "does not exist", "is being updated" or "is not ready".
 	Reason string
 }
 
@@ -167,6 +171,9 @@ func (e *executor) blocked(t gvr.Template, byName map[string]gvr.Template, rende
 			live, ok := e.child(want.GetKind(), want.GetName())
 			if !ok {
 				return Wait{Template: t.Name(), For: ref, Reason: "does not exist"}, true
+			}
+			if !e.live.Current(want, live) {
+				return Wait{Template: t.Name(), For: ref, Reason: "is being updated"}, true
 			}
 			var kindChecks []gvr.ReadyCheck
 			for _, c := range checks {

@@ -16,6 +16,8 @@ import (
 type fakeLive struct {
 	children map[string]*unstructured.Unstructured
 	ready    map[string]bool
+	// stale children are about to be written (Current is false).
+	stale map[string]bool
 }
 
 func (l *fakeLive) Child(kind, name string) (*unstructured.Unstructured, bool) {
@@ -27,13 +29,17 @@ func (l *fakeLive) Ready(u *unstructured.Unstructured) bool {
 	return l.ready[u.GetKind()+"/"+u.GetName()]
 }
 
+func (l *fakeLive) Current(want, live *unstructured.Unstructured) bool {
+	return !l.stale[want.GetKind()+"/"+want.GetName()]
+}
+
 func (l *fakeLive) add(u *unstructured.Unstructured, ready bool) {
 	ref := u.GetKind() + "/" + u.GetName()
 	l.children[ref], l.ready[ref] = u, ready
 }
 
 func newFakeLive() *fakeLive {
-	return &fakeLive{children: map[string]*unstructured.Unstructured{}, ready: map[string]bool{}}
+	return &fakeLive{children: map[string]*unstructured.Unstructured{}, ready: map[string]bool{}, stale: map[string]bool{}}
 }
 
 // dependentSet loads an entry whose db template renders a Service and a
@@ -155,6 +161,16 @@ func TestATemplateWaitsForTheChildrenItDependsOn(t *testing.T) {
 	}
 
 	live.ready["Deployment/demo-db"] = true
+	live.stale["Deployment/demo-db"] = true
+	r, err = s.RenderWith(parent(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Waits) != 1 || r.Waits[0].String() != "app.tmpl waits for Deployment/demo-db, which is being updated" {
+		t.Errorf("with the database's Deployment about to change: waits %v", r.Waits)
+	}
+
+	live.stale["Deployment/demo-db"] = false
 	r, err = s.RenderWith(parent(), live)
 	if err != nil {
 		t.Fatal(err)

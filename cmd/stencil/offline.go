@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
@@ -177,6 +178,13 @@ func (l liveFile) Child(kind, name string) (*unstructured.Unstructured, bool) {
 
 // Ready applies the controller's readiness rules (kstatus).
 func (l liveFile) Ready(u *unstructured.Unstructured) bool { return status.ReadinessOf(u).OK }
+
+// Current reports whether live already is want's render, as the
+// controller decides it; a child without stencil's applied hash counts as
+// current.
+func (l liveFile) Current(want, live *unstructured.Unstructured) bool {
+	return drift.Current(want, live, "")
+}
 
 // findSet picks the config entry for u: the entry with u's group and version,
 // narrowed by --resource. The CR names a kind, not a resource, and stencil

@@ -311,7 +311,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 	}
 	var live templates.Live
 	if j.set.ReadsLive() {
-		live = d.liveChildren(ctx, parent)
+		live = d.liveChildren(ctx, parent, j.set)
 	}
 	rendering, err := j.set.RenderWith(obj, live)
 	if err != nil {
@@ -380,16 +380,21 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 
 // liveChildren is templates.Live over parent's children in the cluster,
 // each read from the API server the first time a template asks for it.
-func (d *Planner) liveChildren(ctx context.Context, parent *unstructured.Unstructured) templates.Live {
-	return &planLive{ctx: ctx, d: d, parent: parent, read: map[string]*unstructured.Unstructured{}}
+func (d *Planner) liveChildren(ctx context.Context, parent *unstructured.Unstructured, set *templates.Set) templates.Live {
+	l := &planLive{ctx: ctx, d: d, parent: parent, read: map[string]*unstructured.Unstructured{}}
+	if d.onChildren[set] {
+		l.revision = set.Revision()
+	}
+	return l
 }
 
 // planLive reads the live children a render asks for.
 type planLive struct {
-	ctx    context.Context
-	d      *Planner
-	parent *unstructured.Unstructured
-	read   map[string]*unstructured.Unstructured
+	ctx      context.Context
+	d        *Planner
+	parent   *unstructured.Unstructured
+	read     map[string]*unstructured.Unstructured
+	revision string
 }
 
 // Child returns parent's live child of that kind and name: one of the
@@ -420,6 +425,11 @@ func (l *planLive) Child(kind, name string) (*unstructured.Unstructured, bool) {
 
 // Ready applies stencil's readiness rules (kstatus), as sync does.
 func (l *planLive) Ready(u *unstructured.Unstructured) bool { return status.ReadinessOf(u).OK }
+
+// Current reports whether live already is want's render, as sync does.
+func (l *planLive) Current(want, live *unstructured.Unstructured) bool {
+	return drift.Current(want, live, l.revision)
+}
 
 // diffChild asks what applying want would do: nil when nothing would
 // change. An error with a reason is a failure of this child alone (the

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
@@ -64,12 +65,18 @@ type liveChildren struct {
 	ctx      context.Context
 	c        *Reconciler
 	children map[string]ownedChild
+	// revision is stamped on each child before it is hashed, where the
+	// entry stamps it (revisionOnChildren).
+	revision string
 }
 
 // liveChildrenOf collects parent's children as the caches (and stencil's
 // own writes) show them.
-func (c *Reconciler) liveChildrenOf(ctx context.Context, parent *unstructured.Unstructured) *liveChildren {
+func (c *Reconciler) liveChildrenOf(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured) *liveChildren {
 	l := &liveChildren{ctx: ctx, c: c, children: map[string]ownedChild{}}
+	if c.revisionOnChildren(entry) {
+		l.revision = entry.Set.Revision()
+	}
 	for _, oc := range c.ownedChildren(parent) {
 		l.children[oc.obj.GetKind()+"/"+oc.obj.GetName()] = oc
 	}
@@ -100,6 +107,11 @@ func (l *liveChildren) Child(kind, name string) (*unstructured.Unstructured, boo
 // Ready applies stencil's readiness rules (kstatus) to a live child.
 func (l *liveChildren) Ready(u *unstructured.Unstructured) bool {
 	return status.ReadinessOf(u).OK
+}
+
+// Current reports whether live already is want's render (drift.Current).
+func (l *liveChildren) Current(want, live *unstructured.Unstructured) bool {
+	return drift.Current(want, live, l.revision)
 }
 
 // readWhole reads a child from the API server, as a template sees it.

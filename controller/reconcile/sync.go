@@ -117,7 +117,7 @@ func (c *Reconciler) render(ctx context.Context, entry *registry.Parent, key Key
 	readsLive := entry.Set.ReadsLive()
 	var live templates.Live
 	if readsLive {
-		live = c.liveChildrenOf(ctx, parent)
+		live = c.liveChildrenOf(ctx, entry, parent)
 	}
 	r, err := entry.Set.RenderWith(obj, live)
 	if err == nil {

@@ -496,3 +496,22 @@ func LegacyHash(live, want *unstructured.Unstructured, hash string) string {
 	}
 	return hash
 }
+
+// Current reports whether live already is want's render as stencil last
+// applied it: it carries the applied hash of want (stamped with revision,
+// where the entry stamps the revision on its children). A child about to
+// be written is not ready for the templates that depend on it, even if its
+// old version is. A live child without the annotation (one stencil did not
+// write: a file given to stencil render --observed) counts as current.
+func Current(want, live *unstructured.Unstructured, revision string) bool {
+	have, ok := live.GetAnnotations()[AnnotationAppliedHash]
+	if !ok {
+		return true
+	}
+	w := want.DeepCopy()
+	if revision != "" {
+		StampRevision(w, revision)
+	}
+	hash, err := StampHash(w)
+	return err == nil && have == LegacyHash(live, w, hash)
+}
