@@ -49,13 +49,15 @@ lease_held() { [ -n "$(kn get lease stencil-smoke -o jsonpath='{.spec.holderIden
 wait_for 30 "the Lease to be held" lease_held
 ok "lease/stencil-smoke held by $(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')"
 
-step "create: both samples get their children and become Ready=True"
+step "create: the samples get their children and become Ready=True"
 kn apply -f "$smoke_root/crds/samples/" >/dev/null
 wait_for 90 "webapp/demo Ready=True" expect_ready_reason webapp/demo "True AllChildrenReady"
 wait_for 90 "memcached/cache Ready=True" expect_ready_reason memcached/cache "True AllChildrenReady"
+# The AppStack's app waits for its database, then reads its Service.
+wait_for 120 "appstack/shop Ready=True" expect_ready_reason appstack/shop "True AllChildrenReady"
 for child in deployment/demo service/demo deployment/cache; do kn get "$child" >/dev/null; done
 wait_for 30 "Created events" has_event Created
-ok "webapp/demo and memcached/cache Ready=True; deployment/demo, service/demo, deployment/cache exist; Created events recorded"
+ok "webapp/demo, memcached/cache and appstack/shop Ready=True; deployment/demo, service/demo, deployment/cache exist; Created events recorded"
 
 step "prune: with the Service template dropped from the config, service/demo is deleted"
 stop_stencil
