@@ -87,10 +87,6 @@ func (s *Set) RenderWith(parent *gvr.Object, live Live) (*Result, error) {
 
 // render is Render with the executor e.
 func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructured, []Wait, error) {
-	type childKey struct {
-		gk   schema.GroupKind
-		name string
-	}
 	var (
 		children []*unstructured.Unstructured
 		errs     []error
@@ -129,33 +125,7 @@ func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructu
 			errs = append(errs, &engine.RenderError{Template: name, Err: err})
 			continue
 		}
-		for _, doc := range docs {
-			fail := func(err error) {
-				var re *engine.RenderError
-				if errors.As(err, &re) {
-					// A value that cannot stand where it is printed: the
-					// error names the action's own template and line.
-					errs = append(errs, err)
-					return
-				}
-				errs = append(errs, &engine.RenderError{Template: name, Err: fmt.Errorf("%s: %w", doc, err)})
-			}
-			v, err := engine.Decode(doc.body, &e.st)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			u, err := s.child(v, parent)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			key := childKey{gk: u.GroupVersionKind().GroupKind(), name: u.GetName()}
-			if prev, dup := seen[key]; dup {
-				fail(fmt.Errorf("%s %q is also rendered by %s: names must be unique per kind", u.GetKind(), u.GetName(), prev))
-				continue
-			}
-			seen[key] = fmt.Sprintf("%s %s", name, doc)
+		for _, u := range s.documents(e, parent, name, docs, seen, &errs) {
 			children = append(children, u)
 			rendered[item.Name()] = append(rendered[item.Name()], u)
 			for _, c := range item.ReadyWhen {
@@ -170,6 +140,49 @@ func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructu
 		return nil, nil, errors.Join(errs...)
 	}
 	return children, waits, nil
+}
+
+// childKey names a child within one render.
+type childKey struct {
+	gk   schema.GroupKind
+	name string
+}
+
+// documents turns the documents one template (name) rendered into
+// children: decoded, held to the child contract, and unique by kind and
+// name within the render (seen). Each failure is added to errs.
+func (s *Set) documents(e *executor, parent *gvr.Object, name string, docs []document, seen map[childKey]string, errs *[]error) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, doc := range docs {
+		fail := func(err error) {
+			var re *engine.RenderError
+			if errors.As(err, &re) {
+				// A value that cannot stand where it is printed: the
+				// error names the action's own template and line.
+				*errs = append(*errs, err)
+				return
+			}
+			*errs = append(*errs, &engine.RenderError{Template: name, Err: fmt.Errorf("%s: %w", doc, err)})
+		}
+		v, err := engine.Decode(doc.body, &e.st)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		u, err := s.child(v, parent)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		key := childKey{gk: u.GroupVersionKind().GroupKind(), name: u.GetName()}
+		if prev, dup := seen[key]; dup {
+			fail(fmt.Errorf("%s %q is also rendered by %s: names must be unique per kind", u.GetKind(), u.GetName(), prev))
+			continue
+		}
+		seen[key] = fmt.Sprintf("%s %s", name, doc)
+		out = append(out, u)
+	}
+	return out
 }
 
 // RenderStatus executes the status template and returns the mapping it

@@ -85,6 +85,25 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 		status[templates.StatusTemplateRevision] = out.Revision
 	}
 
+	cond := readyCondition(status, out, gen)
+	conds := Conditions(status)
+	meta.SetStatusCondition(&conds, cond)
+	setProgress(&conds, cond, out.Stalled)
+	if out.Fighting != "" {
+		meta.SetStatusCondition(&conds, metav1.Condition{
+			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonFieldFight, ObservedGeneration: gen,
+			Message: out.Fighting,
+		})
+	} else {
+		meta.RemoveStatusCondition(&conds, ConditionThrottled)
+	}
+	SetConditions(status, conds)
+	return status
+}
+
+// readyCondition computes the Ready condition of an outcome, and sets the
+// phase and replica counts in status on the way.
+func readyCondition(status map[string]any, out Outcome, gen int64) metav1.Condition {
 	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: gen}
 	if out.FailReason != "" {
 		status["phase"] = PhaseDegraded
@@ -140,19 +159,7 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 		}
 	}
 
-	conds := Conditions(status)
-	meta.SetStatusCondition(&conds, cond)
-	setProgress(&conds, cond, out.Stalled)
-	if out.Fighting != "" {
-		meta.SetStatusCondition(&conds, metav1.Condition{
-			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonFieldFight, ObservedGeneration: gen,
-			Message: out.Fighting,
-		})
-	} else {
-		meta.RemoveStatusCondition(&conds, ConditionThrottled)
-	}
-	SetConditions(status, conds)
-	return status
+	return cond
 }
 
 // setProgress sets the kstatus conditions from the Ready condition ready:
