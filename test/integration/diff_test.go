@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -407,4 +408,70 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 		}
 	}
 	t.Logf("plan and controller agree: ApplyFailed %v, pruned %v", failed, planPruned)
+}
+
+// TestDiffPlansWithTheLiveChildren: an AppStack whose database cannot be
+// scheduled. The plan reads the live children the app's template asks
+// for, as the controller does: it lists the AppStack as waiting, naming
+// the template and the database's Deployment, proposes no app child and
+// no prune, and writes nothing. With the database ready, the same plan
+// sees the running config unchanged.
+func TestDiffPlansWithTheLiveChildren(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	installCRDs(ctx, t, admin)
+	ns := fmt.Sprintf("it-deps-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+	r := start(t, cfg, &counter{mutating: map[string]int{}}, ns)
+	spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "dbNodeSelector": map[string]any{"stencil.dev/nowhere": "true"}}
+	if _, err := admin.Resource(appstacks).Namespace(ns).Create(ctx, cr(appstacks, "AppStack", ns, "shop", spec), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 2*time.Minute, "shop waiting for its database", func() (bool, error) {
+		u, err := admin.Resource(appstacks).Namespace(ns).Get(ctx, "shop", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Ready" && m["reason"] == "WaitingForDependency" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	r.stop(t)
+	before := resourceVersions(ctx, t, admin, ns)
+
+	config := filepath.Join(root, "crds", "stencil.yaml")
+	_, out := runDiff(t, config, ns, "-o", "json")
+	var plan struct {
+		Children []struct{ Kind, Name, Action string } `json:"children"`
+		Summary  struct{ Waiting int }                 `json:"summary"`
+		Waiting  []struct {
+			Parent  struct{ Name string } `json:"parent"`
+			Message string                `json:"message"`
+		} `json:"waiting"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("the JSON plan does not parse: %v", err)
+	}
+	if len(plan.Waiting) != 1 || plan.Summary.Waiting != 1 || plan.Waiting[0].Parent.Name != "shop" ||
+		plan.Waiting[0].Message != "app waits for Deployment/shop-db, which is not ready" {
+		t.Errorf("waiting = %+v (summary %d), want shop's app waiting for Deployment/shop-db", plan.Waiting, plan.Summary.Waiting)
+	}
+	for _, c := range plan.Children {
+		if c.Name == "shop" || c.Action == "prune" {
+			t.Errorf("the plan proposes %s %s/%s while the app waits", c.Action, c.Kind, c.Name)
+		}
+	}
+	if after := resourceVersions(ctx, t, admin, ns); !maps.Equal(before, after) {
+		t.Error("the plan wrote to the cluster")
+	}
+	if _, err := admin.Resource(deployments).Namespace(ns).Get(ctx, "shop", metav1.GetOptions{}); err == nil {
+		t.Error("the app's Deployment exists while its database is not ready")
+	}
 }
