@@ -50,16 +50,6 @@ func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error 
 	return f(e)
 }
 
-// RenderAll is Render and RenderStatus under one budget, without live
-// children: RenderWith(parent, nil).
-func (s *Set) RenderAll(parent *gvr.Object) (children []*unstructured.Unstructured, status map[string]any, err error) {
-	r, err := s.RenderWith(parent, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	return r.Children, r.Status, nil
-}
-
 // RenderWith renders the children and the status of one custom resource
 // under one budget (package budget), reading its live children from live
 // (nil: it has none). Templates render in dependency order; one that

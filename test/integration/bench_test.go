@@ -42,16 +42,12 @@ func benchCRs(b *testing.B) int {
 
 // createWebApps creates n WebApps in ns with 8 parallel clients.
 func createWebApps(ctx context.Context, b *testing.B, dyn dynamic.Interface, ns string, n int) {
-	createResources(ctx, b, dyn, webapps, "WebApp", ns, n, map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)})
+	createResources(ctx, b, dyn, webapps, "WebApp", "web", ns, n, map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)})
 }
 
 // createResources creates n custom resources of res in ns, named
-// <kind>-00000..., each with spec, with 8 parallel clients.
-func createResources(ctx context.Context, b *testing.B, dyn dynamic.Interface, res schema.GroupVersionResource, kind, ns string, n int, spec map[string]any) {
-	prefix := map[string]string{"WebApp": "web"}[kind]
-	if prefix == "" {
-		prefix = strings.ToLower(kind)
-	}
+// <prefix>-00000..., each with spec, with 8 parallel clients.
+func createResources(ctx context.Context, b *testing.B, dyn dynamic.Interface, res schema.GroupVersionResource, kind, prefix, ns string, n int, spec map[string]any) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 8)
@@ -358,7 +354,7 @@ func BenchmarkDependsOn(b *testing.B) {
 			r := startWorkers(b, base, cnt, ns, c.config, 2)
 			w := watchReadyOf(ctx, b, admin, appstacks, ns, n)
 			began := time.Now()
-			createResources(ctx, b, admin, appstacks, "AppStack", ns, n, spec)
+			createResources(ctx, b, admin, appstacks, "AppStack", "stack", ns, n, spec)
 			ready := w.wait(b, c.name, 60*time.Minute).Sub(began)
 			r.settle(b, 0, n)
 			after := measure()
