@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/budget"
@@ -322,3 +323,33 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 		}
 	}
 }
+
+// Place records v, printed by the action at loc ("file:line"), and
+// returns the placeholder that stands for it until Decode puts it where
+// it landed as exactly one YAML value: chart mode's printing actions
+// call it for a value that would otherwise be read as YAML syntax.
+func (st *State) Place(v any, loc string) (string, error) {
+	tok := st.token(kindValue, v, loc)
+	if st.size > MaxOutputBytes {
+		return "", errOutputTooLarge
+	}
+	return tok, nil
+}
+
+// Resolve replaces every placeholder in s by the text of its value: what a
+// function is given when it takes rendered text as an argument.
+func (st *State) Resolve(s string) string { return resolve(s, st) }
+
+// Budgeted returns funcs wrapped to count against st's render budget, as
+// Bind wraps stencil's own (budget.Wrap, with the functions that copy
+// their arguments measured), plus the step function the rewrite calls.
+func Budgeted(funcs template.FuncMap, st *State) template.FuncMap {
+	return budget.Wrap(funcs, &st.meter, measuredFuncs)
+}
+
+// StepAction is {{ __stencil_step N }}: it prints nothing and counts N
+// steps against the budget.
+func StepAction(pos parse.Pos, line int, n int64) *parse.ActionNode { return stepNode(pos, line, n) }
+
+// StepCost is what one run of list costs in steps, known from its text.
+func StepCost(list *parse.ListNode) int64 { return cost(list) }

@@ -1,0 +1,359 @@
+// Package chart renders an unmodified Helm chart for one custom resource:
+// chart mode. It loads the chart with Helm's own libraries (loader,
+// values coalescing, dependencies with conditions, tags and import-values,
+// values.schema.json) and renders it with Helm's own engine, so that a
+// chart renders the objects `helm template` renders; what it returns is
+// text for package templates to decode and hold to the child contract.
+//
+// The choice a newcomer may question: Helm's engine runs, but not on the
+// chart's text as written. At load, every template is parsed and
+// rewritten (rewrite.go) so that each printing action ends in a function
+// of stencil's, which lets Helm's text through unless a tenant's string
+// would become YAML syntax, and then makes it one scalar (safe.go).
+// Helm, helm-operator and function-go-templating all print a tenant's
+// `tag: "1.0\n  evil: x"` as a new key; a rewrite that keeps Helm's
+// engine, its functions and its data model is the smallest change that
+// closes that, and benign values never see it.
+package chart
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	cutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/loader"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	helmengine "helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/strvals"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/engine"
+)
+
+// Chart is a loaded chart, its templates rewritten; safe for concurrent
+// use (every render works on a copy: Helm's dependency processing
+// changes the chart it is given).
+type Chart struct {
+	ch   *chartv2.Chart
+	path string
+	// crds lists the files of crds/ (root and subcharts): not installed.
+	crds []string
+}
+
+// Load loads the chart directory or .tgz at p, checks what Helm checks
+// before an install (an application chart, its dependencies vendored
+// under charts/, a schema stencil can check without the network), and
+// rewrites its templates. Errors name the chart and the file.
+func Load(p string) (*Chart, error) {
+	loaded, err := loader.Load(p)
+	if err != nil {
+		return nil, fmt.Errorf("loading chart %s: %w", p, err)
+	}
+	ch, ok := loaded.(*chartv2.Chart)
+	if !ok {
+		return nil, fmt.Errorf("loading chart %s: invalid chart apiVersion (stencil, like helm install, takes charts of apiVersion v1 and v2)", p)
+	}
+	switch ch.Metadata.Type {
+	case "", "application":
+	default:
+		return nil, fmt.Errorf("chart %s: %s charts are not installable", p, ch.Metadata.Type)
+	}
+	if err := checkDependencies(ch); err != nil {
+		return nil, fmt.Errorf("chart %s: %w", p, err)
+	}
+	c := &Chart{ch: ch, path: p}
+	var errs []error
+	walkCharts(ch, func(sub *chartv2.Chart) {
+		if err := checkSchema(sub); err != nil {
+			errs = append(errs, fmt.Errorf("chart %s: %s: %w", p, sub.ChartFullPath()+"/values.schema.json", err))
+		}
+		for _, crd := range sub.CRDObjects() {
+			c.crds = append(c.crds, crd.Filename)
+		}
+		prefix := sub.ChartFullPath() + "/"
+		for i, f := range sub.Templates {
+			if !isTemplate(f.Name) {
+				continue
+			}
+			text, err := rewriteFile(prefix+f.Name, string(f.Data))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("chart %s: %w", p, err))
+				continue
+			}
+			cp := *f
+			cp.Data = []byte(text)
+			sub.Templates[i] = &cp
+		}
+	})
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// isTemplate says whether a file under templates/ is text Helm renders
+// (and so the rewrite must see): all are, NOTES.txt and partials too.
+func isTemplate(name string) bool { return strings.HasPrefix(name, "templates/") }
+
+// Name is the chart's name, as .Chart.Name.
+func (c *Chart) Name() string { return c.ch.Name() }
+
+// CRDs lists the files under crds/ that stencil does not install.
+func (c *Chart) CRDs() []string { return slices.Clone(c.crds) }
+
+// walkCharts calls f for ch and every chart vendored under it.
+func walkCharts(ch *chartv2.Chart, f func(*chartv2.Chart)) {
+	f(ch)
+	for _, d := range ch.Dependencies() {
+		walkCharts(d, f)
+	}
+}
+
+// checkDependencies is helm install's check: every dependency Chart.yaml
+// names is vendored under charts/ (stencil never downloads one).
+func checkDependencies(ch *chartv2.Chart) error {
+	have := map[string]bool{}
+	for _, d := range ch.Dependencies() {
+		have[d.Name()] = true
+	}
+	var missing []string
+	for _, d := range ch.Metadata.Dependencies {
+		if !have[d.Name] {
+			missing = append(missing, d.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("dependencies %s are not in charts/: vendor them (helm dependency build) before pointing stencil at the chart", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// checkSchema refuses a values.schema.json that refers outside itself:
+// Helm would fetch an http(s) $ref on every validation, and read a file:
+// one from the controller's disk.
+func checkSchema(ch *chartv2.Chart) error {
+	if len(ch.Schema) == 0 {
+		return nil
+	}
+	var doc any
+	if err := json.Unmarshal(ch.Schema, &doc); err != nil {
+		return fmt.Errorf("not valid JSON: %w", err)
+	}
+	var bad []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok && !strings.HasPrefix(ref, "#") {
+				bad = append(bad, ref)
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	if len(bad) > 0 {
+		return fmt.Errorf("$ref %s: stencil checks values against the schema without the network or the disk; inline the referenced schema", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// Release is what one render is for.
+type Release struct {
+	// Name and Namespace are the custom resource's.
+	Name, Namespace string
+	// Spec is the resource's spec (nil: none), the tenant's values.
+	Spec map[string]any
+	// Overrides are the entry's overrideValues, over the spec: --set
+	// paths (a.b[0].c) to values, typed as helm-operator types them.
+	Overrides map[string]string
+	// Upgrade says the release was deployed before (.Release.IsUpgrade).
+	Upgrade bool
+	// Capabilities are the cluster's; nil: Helm's defaults.
+	Capabilities *common.Capabilities
+	// Budget bounds the render.
+	Budget gvr.RenderBudget
+}
+
+// Output is one render of a chart.
+type Output struct {
+	// Manifests are the rendered documents that are not hooks, in
+	// Helm's install order, each named by its template.
+	Manifests []Manifest
+	// Hooks name the hooks and tests the chart rendered (not applied):
+	// "Kind/name (events) from template".
+	Hooks []string
+	// Notes is the rendered NOTES.txt of the chart itself.
+	Notes string
+	// State holds the values placed by the render, for engine.Decode.
+	State *engine.State
+}
+
+// Manifest is one rendered document.
+type Manifest struct {
+	// Template is the template it came from, as Helm names it.
+	Template string
+	// Body is its text, with placeholders.
+	Body []byte
+}
+
+// Values returns the values given to the chart: the spec with the
+// overrides written over it, as helm-operator writes them (strvals, the
+// parser of --set, in sorted key order). The render coalesces the chart's
+// values.yaml under them.
+func Values(spec map[string]any, overrides map[string]string) (map[string]any, error) {
+	vals := deepCopy(spec)
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(overrides)) {
+		if err := strvals.ParseInto(k+"="+overrides[k], vals); err != nil {
+			return nil, fmt.Errorf("overrideValues %q: %w", k, err)
+		}
+	}
+	return vals, nil
+}
+
+// Render renders the chart for one release.
+func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
+	ch := copyChart(c.ch)
+	vals, err := Values(rel.Spec, rel.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
+		return nil, fmt.Errorf("processing dependencies: %w", err)
+	}
+	caps := rel.Capabilities
+	if caps == nil {
+		caps = common.DefaultCapabilities
+	}
+	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
+	}
+	opts := common.ReleaseOptions{Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: !rel.Upgrade, IsUpgrade: rel.Upgrade}
+	if rel.Upgrade {
+		opts.Revision = 2
+	}
+	top, err := cutil.ToRenderValues(ch, vals, opts, caps)
+	if err != nil {
+		return nil, err
+	}
+	st := engine.NewState(rel.Budget, false)
+	p := &printer{st: &st}
+	found := map[string]bool{}
+	tenantStrings(rel.Spec, found)
+	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })
+	e := helmengine.Engine{CustomTemplateFuncs: p.funcs()}
+	files, err := e.RenderWithContext(ctx, ch, top)
+	if err != nil {
+		return nil, p.renderError(err)
+	}
+	out := &Output{State: &st}
+	notes := path.Join(ch.Name(), "templates", "NOTES.txt")
+	for name, text := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			if name == notes {
+				out.Notes = strings.TrimSpace(st.Resolve(text))
+			}
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hooks {
+		events := make([]string, len(h.Events))
+		for i, ev := range h.Events {
+			events[i] = ev.String()
+		}
+		out.Hooks = append(out.Hooks, fmt.Sprintf("%s/%s (%s) from %s", h.Kind, st.Resolve(h.Name), strings.Join(events, ","), h.Path))
+	}
+	for _, m := range manifests {
+		out.Manifests = append(out.Manifests, Manifest{Template: m.Name, Body: []byte(m.Content)})
+	}
+	return out, nil
+}
+
+// renderError is the error of a failed render: the refused function or
+// the budget it went past, named plainly; otherwise Helm's own message,
+// which names the template, line and column.
+func (p *printer) renderError(err error) error {
+	if p.refused != nil {
+		return p.refused
+	}
+	msg := err.Error()
+	for _, internal := range []string{valueFunc, structFunc, resolveFunc, budget.StepFunc} {
+		msg = strings.ReplaceAll(msg, " | "+internal, "")
+	}
+	if strings.Contains(msg, budget.ErrExceeded.Error()) {
+		return fmt.Errorf("%w: %s", budget.ErrExceeded, strings.Replace(msg, budget.ErrExceeded.Error()+": ", "", 1))
+	}
+	return errors.New(msg)
+}
+
+// copyChart copies ch deeply enough that Helm's dependency processing
+// (which rewrites metadata, values and the list of subcharts) leaves ch
+// as it was; file contents are shared, never written.
+func copyChart(ch *chartv2.Chart) *chartv2.Chart {
+	md := *ch.Metadata
+	md.Dependencies = make([]*chartv2.Dependency, len(ch.Metadata.Dependencies))
+	for i, d := range ch.Metadata.Dependencies {
+		cp := *d
+		cp.Tags = slices.Clone(d.Tags)
+		cp.ImportValues = slices.Clone(d.ImportValues)
+		md.Dependencies[i] = &cp
+	}
+	out := &chartv2.Chart{
+		Raw: ch.Raw, Metadata: &md, Lock: ch.Lock, Templates: slices.Clone(ch.Templates),
+		Values: deepCopy(ch.Values), Schema: ch.Schema, Files: ch.Files,
+	}
+	deps := make([]*chartv2.Chart, len(ch.Dependencies()))
+	for i, d := range ch.Dependencies() {
+		deps[i] = copyChart(d)
+	}
+	out.SetDependencies(deps...)
+	return out
+}
+
+// deepCopy copies the maps and lists of values.
+func deepCopy(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = deepCopyValue(v)
+	}
+	return out
+}
+
+func deepCopyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return deepCopy(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = deepCopyValue(e)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,332 @@
+package chart
+
+// The load-time rewrite of a chart's templates: the same idea as
+// package engine's for stencil's own templates (every printing action ends
+// in a function that decides how its value lands), made for Helm's
+// idioms, and written back as template text that Helm's engine parses.
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template/parse"
+
+	"stencil.dev/stencil/templates/engine"
+)
+
+// Internal functions the rewritten templates call (bound per render in
+// safe.go).
+const (
+	// valueFunc ends a printing action: a value that holds a tenant's
+	// string that YAML would read as syntax lands as one scalar.
+	valueFunc = "__chart_value"
+	// structFunc ends a printing action whose last function makes
+	// structure on purpose (include, tpl, toYaml ...).
+	structFunc = "__chart_struct"
+	// resolveFunc follows include and tpl where their text is given to a
+	// function: it gets the values, not placeholders.
+	resolveFunc = "__chart_resolve"
+	// refusedFunc replaces a call of a function whose result differs on
+	// every render, so that the failure names the template and line.
+	refusedFunc = "__chart_refused"
+)
+
+// structural are the functions whose output is structure when they end a
+// printing action: the chart's API (values it serialises are structure).
+var structural = map[string]bool{
+	"include": true, "tpl": true, "toYaml": true, "toYamlPretty": true, "mustToYaml": true,
+	"toJson": true, "mustToJson": true, "toPrettyJson": true, "mustToPrettyJson": true,
+	"toRawJson": true, "mustToRawJson": true, "toToml": true, "mustToToml": true,
+}
+
+// rendersText are the functions whose output is rendered template text,
+// which holds placeholders until it is resolved.
+var rendersText = map[string]bool{"include": true, "tpl": true}
+
+// rewriteFile rewrites one template file of a chart (name as Helm names
+// it, e.g. "podinfo/templates/deployment.yaml") and returns the text
+// Helm's engine will parse. Lines are kept: an action, a define or a
+// condition starts on the line it started on in src, so that Helm's own
+// errors (required, fail, a missing function) name the chart's lines.
+func rewriteFile(name, src string) (string, error) {
+	t := parse.New(name)
+	t.Mode = parse.SkipFuncCheck
+	trees := map[string]*parse.Tree{}
+	if _, err := t.Parse(src, "", "", trees); err != nil {
+		return "", err
+	}
+	type block struct {
+		define string // "" for the file's own body
+		pos    parse.Pos
+		nodes  []parse.Node
+	}
+	var blocks []block
+	for tname, tree := range trees {
+		if tree.Root == nil {
+			continue
+		}
+		rewriteTree(tree)
+		if tname == name {
+			for _, n := range tree.Root.Nodes {
+				blocks = append(blocks, block{pos: n.Position(), nodes: []parse.Node{n}})
+			}
+			continue
+		}
+		blocks = append(blocks, block{define: tname, pos: tree.Root.Pos, nodes: tree.Root.Nodes})
+	}
+	slices.SortStableFunc(blocks, func(a, b block) int { return int(a.pos - b.pos) })
+	w := &writer{src: src, line: 1}
+	for _, b := range blocks {
+		if b.define == "" {
+			w.node(b.nodes[0])
+			continue
+		}
+		w.open(b.pos)
+		w.WriteString("define " + strconv.Quote(b.define) + "}}")
+		for _, n := range b.nodes {
+			w.node(n)
+		}
+		w.WriteString("{{end}}")
+	}
+	return w.String(), nil
+}
+
+// rewriteTree rewrites one parsed template in place: printing actions end
+// in valueFunc or structFunc, include and tpl given to a function are
+// resolved, refused functions are replaced, and each run of the template
+// and each iteration of a range counts against the render budget.
+func rewriteTree(tree *parse.Tree) {
+	cores := map[*parse.CommandNode]bool{}
+	var walk func(n parse.Node)
+	branch := func(pipe *parse.PipeNode, list, elseList *parse.ListNode) {
+		pipes(tree, pipe, false, cores)
+		walk(list)
+		walk(elseList)
+	}
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode:
+			if len(n.Pipe.Decl) == 0 {
+				printing(n.Pipe, location(tree, n), cores)
+			}
+			pipes(tree, n.Pipe, false, cores)
+		case *parse.IfNode:
+			branch(n.Pipe, n.List, n.ElseList)
+		case *parse.WithNode:
+			branch(n.Pipe, n.List, n.ElseList)
+		case *parse.RangeNode:
+			branch(n.Pipe, n.List, n.ElseList)
+			if n.List == nil {
+				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
+			}
+			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(engine.StepAction(n.Pos, n.Line, engine.StepCost(n.List))))
+		case *parse.TemplateNode:
+			pipes(tree, n.Pipe, false, cores)
+		}
+	}
+	walk(tree.Root)
+	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(engine.StepAction(tree.Root.Pos, 1, 1)))
+}
+
+// printing ends the printing pipe's value in valueFunc or structFunc,
+// before its trailing layout commands (indent N, nindent N, quote,
+// squote), which lay out what the function returns.
+func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]bool) {
+	cmds := pipe.Cmds
+	i := len(cmds)
+	for i > 1 {
+		c := cmds[i-1]
+		name := identOf(c)
+		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || (name == "quote" || name == "squote") && len(c.Args) == 1
+		if !piped {
+			break
+		}
+		i--
+	}
+	last := cmds[i-1]
+	name := identOf(last)
+	switch {
+	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
+		// indent N X: X is the value.
+		last.Args[2] = wrapArg(last.Args[2], loc, last.Pos, cores)
+		return
+	case (name == "quote" || name == "squote") && len(last.Args) >= 2:
+		for k := 1; k < len(last.Args); k++ {
+			last.Args[k] = wrapArg(last.Args[k], loc, last.Pos, cores)
+		}
+		return
+	}
+	fn := valueFunc
+	if structural[name] {
+		fn = structFunc
+		cores[last] = true
+	}
+	pipe.Cmds = slices.Insert(cmds, i, call(fn, loc, last.Pos))
+}
+
+// wrapArg makes arg, the value a layout function is given, end in
+// valueFunc or structFunc as a printing pipe does.
+func wrapArg(arg parse.Node, loc string, pos parse.Pos, cores map[*parse.CommandNode]bool) parse.Node {
+	if p, ok := arg.(*parse.PipeNode); ok && len(p.Decl) == 0 {
+		printing(p, loc, cores)
+		return p
+	}
+	return &parse.PipeNode{NodeType: parse.NodePipe, Pos: pos, Cmds: []*parse.CommandNode{
+		{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{arg}},
+		call(valueFunc, loc, pos),
+	}}
+}
+
+// pipes walks pipe and the pipes nested in its arguments: include and tpl
+// whose text a function takes (a later command, or an argument) are
+// resolved; refused functions are replaced by refusedFunc. arg says pipe
+// is an argument of a command.
+func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.CommandNode]bool) {
+	if pipe == nil {
+		return
+	}
+	for i := 0; i < len(pipe.Cmds); i++ {
+		c := pipe.Cmds[i]
+		for _, a := range c.Args {
+			if sub, ok := a.(*parse.PipeNode); ok {
+				pipes(tree, sub, true, cores)
+			}
+		}
+		name := identOf(c)
+		if _, refused := refusedFuncs[name]; refused {
+			loc := location(tree, c)
+			c.Args = slices.Insert(c.Args[1:], 0, parse.Node(parse.NewIdentifier(refusedFunc).SetPos(c.Pos)),
+				parse.Node(str(loc+" "+name, c.Pos)))
+			continue
+		}
+		if !rendersText[name] || cores[c] {
+			continue
+		}
+		last := i == len(pipe.Cmds)-1
+		if last && !arg && !hasNext(pipe, i) {
+			// Kept in a variable or a condition: its placeholders land
+			// where the variable is printed.
+			continue
+		}
+		pipe.Cmds = slices.Insert(pipe.Cmds, i+1, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: c.Pos,
+			Args: []parse.Node{parse.NewIdentifier(resolveFunc).SetPos(c.Pos)}})
+		i++
+	}
+}
+
+func hasNext(pipe *parse.PipeNode, i int) bool { return i < len(pipe.Cmds)-1 }
+
+func call(fn, loc string, pos parse.Pos) *parse.CommandNode {
+	return &parse.CommandNode{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{
+		parse.NewIdentifier(fn).SetPos(pos), str(loc, pos),
+	}}
+}
+
+func str(s string, pos parse.Pos) *parse.StringNode {
+	return &parse.StringNode{NodeType: parse.NodeString, Pos: pos, Quoted: strconv.Quote(s), Text: s}
+}
+
+func identOf(c *parse.CommandNode) string {
+	if len(c.Args) == 0 {
+		return ""
+	}
+	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
+		return id.Ident
+	}
+	return ""
+}
+
+// location is "file:line" of n.
+func location(tree *parse.Tree, n parse.Node) string {
+	loc, _ := tree.ErrorContext(n)
+	if i := strings.LastIndexByte(loc, ':'); i > 0 {
+		loc = loc[:i]
+	}
+	return loc
+}
+
+// writer writes rewritten templates back as text, keeping lines: line is
+// the output's current line, and an action that started on a later line
+// of src starts with the newlines that bring it there (whitespace inside
+// the delimiters, which prints nothing).
+type writer struct {
+	strings.Builder
+	src  string
+	line int
+}
+
+func (w *writer) WriteString(s string) {
+	w.line += strings.Count(s, "\n")
+	w.Builder.WriteString(s)
+}
+
+// open writes "{{" and the newlines that bring the output to the line of
+// pos in src.
+func (w *writer) open(pos parse.Pos) {
+	w.Builder.WriteString("{{")
+	if int(pos) <= len(w.src) {
+		if want := 1 + strings.Count(w.src[:pos], "\n"); want > w.line {
+			w.WriteString(strings.Repeat("\n", want-w.line))
+		}
+	}
+}
+
+func (w *writer) list(l *parse.ListNode) {
+	if l == nil {
+		return
+	}
+	for _, n := range l.Nodes {
+		w.node(n)
+	}
+}
+
+func (w *writer) branch(keyword string, pos parse.Pos, pipe *parse.PipeNode, list, elseList *parse.ListNode) {
+	w.open(pos)
+	w.WriteString(keyword + " " + pipe.String() + "}}")
+	w.list(list)
+	if elseList != nil {
+		w.WriteString("{{else}}")
+		w.list(elseList)
+	}
+	w.WriteString("{{end}}")
+}
+
+func (w *writer) node(n parse.Node) {
+	switch n := n.(type) {
+	case *parse.TextNode:
+		w.WriteString(string(n.Text))
+	case *parse.ActionNode:
+		w.open(n.Pos)
+		w.WriteString(n.Pipe.String() + "}}")
+	case *parse.IfNode:
+		w.branch("if", n.Pos, n.Pipe, n.List, n.ElseList)
+	case *parse.RangeNode:
+		w.branch("range", n.Pos, n.Pipe, n.List, n.ElseList)
+	case *parse.WithNode:
+		w.branch("with", n.Pos, n.Pipe, n.List, n.ElseList)
+	case *parse.TemplateNode:
+		w.open(n.Pos)
+		w.WriteString("template " + strconv.Quote(n.Name))
+		if n.Pipe != nil {
+			w.WriteString(" " + n.Pipe.String())
+		}
+		w.WriteString("}}")
+	case *parse.BreakNode:
+		w.WriteString("{{break}}")
+	case *parse.ContinueNode:
+		w.WriteString("{{continue}}")
+	case *parse.ListNode:
+		w.list(n)
+	case *parse.CommentNode, nil:
+	default:
+		panic(fmt.Sprintf("chart rewrite: unexpected node %T", n))
+	}
+}

@@ -1,0 +1,272 @@
+package chart
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/Masterminds/sprig/v3"
+	yamlv3 "go.yaml.in/yaml/v3"
+
+	"stencil.dev/stencil/templates/engine"
+)
+
+// Tenant safety in chart mode. A chart prints values as text, and Helm
+// reads the text as YAML: a tenant's image tag of `x\n  evil: true` adds a
+// key. stencil keeps Helm's output byte for byte wherever no tenant string
+// could change the structure, and only then steps in:
+//
+//   - The tenant's strings (every string and key of the resource's spec)
+//     that YAML could read as syntax in some position are collected before
+//     the render (hostile): a newline, a quote, ": ", " #", flow brackets.
+//   - A printing action whose text holds one of them prints a placeholder
+//     instead, which lands as one scalar (package engine's placement):
+//     the whole printed text, a string.
+//   - Unless the text is structure that a serialiser made (toYaml, toJson,
+//     a helper's output): it parses as a mapping or list, and each hostile
+//     string sits inside one scalar of it. That is the chart's API.
+//
+// Benign values never meet a placeholder, so a chart renders exactly as
+// `helm template` renders it.
+
+// hostile reports whether YAML could read s, printed raw, as syntax or
+// not as itself in some position: plain, quoted or flow.
+func hostile(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xfeff {
+			return true
+		}
+		if strings.ContainsRune("\"'\\#{}[],&*!|>%@`", r) {
+			return true
+		}
+	}
+	if strings.Contains(s, ": ") || strings.HasSuffix(s, ":") || strings.TrimSpace(s) != s {
+		return true
+	}
+	switch s[0] {
+	case '-', '?', ':':
+		return len(s) == 1 || s[1] == ' '
+	}
+	return false
+}
+
+// tenantStrings collects the hostile strings of v (keys too), longest
+// first.
+func tenantStrings(v any, out map[string]bool) {
+	switch v := v.(type) {
+	case string:
+		if hostile(v) {
+			out[v] = true
+		}
+	case map[string]any:
+		for k, e := range v {
+			if hostile(k) {
+				out[k] = true
+			}
+			tenantStrings(e, out)
+		}
+	case []any:
+		for _, e := range v {
+			tenantStrings(e, out)
+		}
+	}
+}
+
+// printer decides, per printed value, whether it lands as Helm prints it
+// or as one scalar; one per render.
+type printer struct {
+	st      *engine.State
+	hostile []string
+	// refused is the first refused function a render called, with its
+	// location: the error the render reports.
+	refused error
+}
+
+// printed is v as text/template prints it.
+func printed(v any) string {
+	if v == nil {
+		// Helm removes "<no value>" from the output.
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// leaks returns a hostile tenant string s holds, "" when none.
+func (p *printer) leaks(s string) []string {
+	var found []string
+	for _, t := range p.hostile {
+		if strings.Contains(s, t) {
+			found = append(found, t)
+		}
+	}
+	return found
+}
+
+// value is valueFunc: what an action prints.
+func (p *printer) value(loc string, v any) (string, error) {
+	s := printed(v)
+	found := p.leaks(s)
+	if len(found) == 0 || serialised(s, found) {
+		return s, nil
+	}
+	return p.st.Place(s, loc)
+}
+
+// structure is structFunc: what an action whose last function makes
+// structure prints. The same rule as value: tpl of a tenant's plain
+// string returns that string, which is then a value like any other.
+func (p *printer) structure(loc string, v any) (string, error) { return p.value(loc, v) }
+
+// serialised reports whether s is structure (a mapping or a list) with
+// every string of found inside one of its scalars: text a serialiser
+// wrote, whose strings cannot break out.
+func serialised(s string, found []string) bool {
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal([]byte(s), &root); err != nil || len(root.Content) == 0 {
+		return false
+	}
+	doc := root.Content[0]
+	if doc.Kind != yamlv3.MappingNode && doc.Kind != yamlv3.SequenceNode {
+		return false
+	}
+	var scalars []string
+	var walk func(n *yamlv3.Node)
+	walk = func(n *yamlv3.Node) {
+		if n.Kind == yamlv3.ScalarNode {
+			scalars = append(scalars, n.Value)
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(doc)
+	for _, t := range found {
+		inside := false
+		for _, sc := range scalars {
+			if strings.Contains(sc, t) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			return false
+		}
+	}
+	return true
+}
+
+// refusedFuncs differ on every render (randomness, the clock, fresh keys
+// and salts): a child rendered from one would be rewritten on every
+// sync, helm-operator's most reported loop. The date functions are
+// refused only where they would read the clock (conditional).
+var refusedFuncs = map[string]bool{
+	"randAlphaNum": true, "randAlpha": true, "randAscii": true, "randNumeric": true, "randBytes": true,
+	"randInt": true, "shuffle": true, "uuidv4": true,
+	"genPrivateKey": true, "genCA": true, "genCAWithKey": true, "genSelfSignedCert": true,
+	"genSelfSignedCertWithKey": true, "genSignedCert": true, "genSignedCertWithKey": true,
+	"bcrypt": true, "htpasswd": true, "encryptAES": true,
+	"now": true, "ago": true,
+}
+
+// clockDefaults are the date functions that read the clock when their
+// date argument is not a time or a number.
+var clockDefaults = map[string]bool{
+	"date": true, "dateInZone": true, "date_in_zone": true, "htmlDate": true, "htmlDateInZone": true, "durationRound": true,
+}
+
+// RefusedError is a render that called a function whose result differs
+// on every render.
+type RefusedError struct {
+	// Loc is "template:line" of the call; empty inside a tpl string.
+	Loc string
+	// Func is the function.
+	Func string
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	where := e.Loc
+	if where == "" {
+		where = "a tpl string"
+	}
+	return fmt.Sprintf("%s: %s is refused in chart mode: its result differs on every render, so every sync would rewrite the child; "+
+		"set the value in the resource's spec or the chart's values instead", where, e.Func)
+}
+
+func (p *printer) refuse(loc, name string) error {
+	err := &RefusedError{Loc: loc, Func: name}
+	if p.refused == nil {
+		p.refused = err
+	}
+	return err
+}
+
+// funcs returns the functions a render binds over Helm's own
+// (Engine.CustomTemplateFuncs wins over everything): sprig's, counted
+// against the render budget; the refused ones; lookup, which finds
+// nothing (as under helm template); and the rewrite's internal functions.
+func (p *printer) funcs() template.FuncMap {
+	sp := sprig.TxtFuncMap()
+	// Helm's own set removes these: the environment is the controller's.
+	delete(sp, "env")
+	delete(sp, "expandenv")
+	for name := range refusedFuncs {
+		delete(sp, name)
+	}
+	for name := range clockDefaults {
+		name, fn := name, sp[name]
+		sp[name] = func(args ...any) (any, error) {
+			if !clockFree(name, args) {
+				return nil, p.refuse("", name+" without a date (it would read the clock)")
+			}
+			out := reflect.ValueOf(fn).Call(valuesOf(args))
+			return out[0].Interface(), nil
+		}
+	}
+	m := engine.Budgeted(sp, p.st)
+	for name := range refusedFuncs {
+		m[name] = func(...any) (any, error) { return nil, p.refuse("", name) }
+	}
+	m["lookup"] = func(string, string, string, string) (map[string]any, error) { return map[string]any{}, nil }
+	m[valueFunc] = p.value
+	m[structFunc] = p.structure
+	m[resolveFunc] = func(s string) string { return p.st.Resolve(s) }
+	m[refusedFunc] = func(what string, _ ...any) (any, error) {
+		loc, name, _ := strings.Cut(what, " ")
+		return nil, p.refuse(loc, name)
+	}
+	return m
+}
+
+// clockFree reports whether a date function's arguments name the date:
+// date FMT DATE, dateInZone FMT DATE TZ, htmlDate DATE, durationRound D.
+func clockFree(name string, args []any) bool {
+	i := 1
+	switch name {
+	case "htmlDate", "htmlDateInZone", "durationRound":
+		i = 0
+	}
+	if i >= len(args) {
+		return false
+	}
+	switch args[i].(type) {
+	case time.Time, *time.Time, int, int32, int64, uint, uint32, uint64:
+		return name != "durationRound"
+	case string, time.Duration:
+		return name == "durationRound"
+	}
+	return false
+}
+
+func valuesOf(args []any) []reflect.Value {
+	out := make([]reflect.Value, len(args))
+	for i, a := range args {
+		out[i] = reflect.ValueOf(a)
+	}
+	return out
+}
