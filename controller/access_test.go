@@ -109,7 +109,7 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 
 	// Through the reload loop as run wires it: the metric says 0.
 	p.metrics.ConfigLoaded(true, time.Now())
-	w := reload.New(path, 10*time.Millisecond, p.c.Reconfigure, p.metrics.ConfigLoaded)
+	w := reload.New(reload.Source{Path: path}, 10*time.Millisecond, p.c.Reconfigure, p.metrics.ConfigLoaded)
 	go w.Run(p.ctx)
 	writeConfig(t, dir, registryConfig(t, true, false)+"# again\n")
 	p.eventually("the reload is refused", func() bool { return gaugeValue(p.t, p.metrics.reloadOK) == 0 })

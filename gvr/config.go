@@ -72,6 +72,15 @@ type Resource struct {
 	// RenderBudget raises the bounds of one render's work (budget.go);
 	// nil keeps DefaultRenderBudget.
 	RenderBudget *RenderBudget `json:"renderBudget,omitempty"`
+	// Chart, instead of templates, is a Helm chart (a directory or .tgz,
+	// relative to the config file) that renders the children (chart.go).
+	Chart string `json:"chart,omitempty"`
+	// OverrideValues are written over the resource's spec before the
+	// chart renders it: --set paths to values, helm-operator's meaning.
+	OverrideValues map[string]string `json:"overrideValues,omitempty"`
+	// ChildrenFromChart says Children were read from the chart's
+	// templates, not from the config.
+	ChildrenFromChart bool `json:"-"`
 }
 
 // GVR returns the entry's GroupVersionResource.
@@ -217,7 +226,7 @@ func (d *decoder) addf(entry, field, format string, args ...any) {
 	d.add(entry, field, fmt.Errorf(format, args...))
 }
 
-var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout", "renderBudget"}
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout", "renderBudget", "chart", "overrideValues"}
 
 func (d *decoder) decode(cfg *Config, data []byte) {
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -329,6 +338,8 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.Children = d.decodeChildren(i, entry, m["children"])
 	r.Rollout = d.decodeRollout(i, entry, m["rollout"])
 	r.RenderBudget = d.decodeRenderBudget(i, entry, m["renderBudget"])
+	r.Chart = str("chart")
+	r.OverrideValues = d.decodeOverrides(i, entry, m["overrideValues"])
 	if v, ok := m["allowPermissionGrants"]; ok && v != nil {
 		b, ok := v.(bool)
 		if !ok {
@@ -386,8 +397,33 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 		}
 	}
 
-	if len(r.Templates) == 0 && !bad["templates"] {
-		d.add(entry, "templates", errors.New("at least one template is required"))
+	if r.Chart != "" && !bad["chart"] {
+		chartErr := checkChart(c.TemplatePath(r.Chart))
+		if chartErr != nil {
+			d.add(entry, "chart", fmt.Errorf("%s: %w", r.Chart, chartErr))
+		}
+		for field, set := range map[string]bool{"templates": len(r.Templates) > 0, "statusTemplate": r.StatusTemplate != "", "helpers": len(r.Helpers) > 0} {
+			if set {
+				d.addf(entry, field, "an entry renders either a chart or templates, not both")
+			}
+		}
+		if len(r.Children) == 0 && !bad["children"] && chartErr == nil {
+			kinds, err := ChartKinds(c.TemplatePath(r.Chart), r.AllowPermissionGrants)
+			if err != nil {
+				d.add(entry, "chart", fmt.Errorf("%s: %w", r.Chart, err))
+			} else {
+				c.Resources[i].Children, c.Resources[i].ChildrenFromChart = kinds, true
+				r = c.Resources[i]
+				if len(kinds) == 0 {
+					d.addf(entry, "chart", "%s: its templates name no namespaced kind to render", r.Chart)
+				}
+			}
+		}
+	} else if r.OverrideValues != nil {
+		d.add(entry, "overrideValues", errors.New("is for chart entries (chart: DIR)"))
+	}
+	if len(r.Templates) == 0 && !bad["templates"] && r.Chart == "" {
+		d.add(entry, "templates", errors.New("at least one template is required (or a chart)"))
 	}
 	firstUse := map[string]string{}
 	checkFile := func(field, name string) {
@@ -482,7 +518,7 @@ func equalResources(a, b []Resource) bool {
 		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
 			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
 			reflect.DeepEqual(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
-			slices.Equal(x.Namespaces, y.Namespaces) && reflect.DeepEqual(x.Rollout, y.Rollout) && reflect.DeepEqual(x.RenderBudget, y.RenderBudget)
+			slices.Equal(x.Namespaces, y.Namespaces) && x.Chart == y.Chart && reflect.DeepEqual(x.OverrideValues, y.OverrideValues) && reflect.DeepEqual(x.Rollout, y.Rollout) && reflect.DeepEqual(x.RenderBudget, y.RenderBudget)
 	})
 }
 

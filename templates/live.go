@@ -63,6 +63,14 @@ type Result struct {
 	StatusWaits bool
 	// Waits lists the templates that did not render, in template order.
 	Waits []Wait
+	// Release is a chart entry's release name (the resource's name);
+	// empty for a template entry.
+	Release string
+	// Hooks name the hooks and tests a chart rendered, which stencil
+	// does not apply.
+	Hooks []string
+	// Notes is a chart's rendered NOTES.txt.
+	Notes string
 }
 
 // waitError is what observed returns for a child that does not exist: the

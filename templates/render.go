@@ -29,6 +29,13 @@ var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "
 // whitespace and comments are skipped. All render failures are returned,
 // joined, each a *engine.RenderError.
 func (s *Set) Render(parent *gvr.Object) (children []*unstructured.Unstructured, err error) {
+	if s.chart != nil {
+		r, err := s.renderChart(parent)
+		if err != nil {
+			return nil, err
+		}
+		return r.Children, nil
+	}
 	err = s.withExecutor(parent, func(e *executor) error {
 		children, _, err = s.render(e, parent)
 		return err
@@ -56,6 +63,9 @@ func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error 
 // cannot render yet waits (Result.Waits), and the others render. All
 // render failures are returned, joined, each a *engine.RenderError.
 func (s *Set) RenderWith(parent *gvr.Object, live Live) (*Result, error) {
+	if s.chart != nil {
+		return s.renderChart(parent)
+	}
 	var r Result
 	err := s.withExecutor(parent, func(e *executor) (err error) {
 		e.live = live
@@ -275,7 +285,11 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 		return nil, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
 	}
 	gvk := gv.WithKind(kind)
-	if !slices.Contains(s.kinds, gvk) {
+	if s.chart != nil {
+		if err := s.chartKind(gvk, name); err != nil {
+			return nil, err
+		}
+	} else if !slices.Contains(s.kinds, gvk) {
 		return nil, fmt.Errorf("kind %s is not allowed (allowed: %s)", gvkString(gvk), kindList(s.kinds))
 	}
 	nameErrs := validation.IsDNS1123Subdomain(name)

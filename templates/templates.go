@@ -34,7 +34,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"helm.sh/helm/v4/pkg/chart/common"
+
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -69,6 +72,10 @@ type Options struct {
 	// AllowedKinds are the child kinds templates may render when the config
 	// entry lists no children; empty means DefaultKinds.
 	AllowedKinds []schema.GroupVersionKind
+	// Capabilities are what a chart entry's render sees as
+	// .Capabilities (the API server's version and API versions); nil:
+	// Helm's defaults, as helm template has them.
+	Capabilities *common.Capabilities
 	// unbudgeted loads the templates as before the render budget, for
 	// BenchmarkRender's baseline only.
 	unbudgeted bool
@@ -100,6 +107,10 @@ type Set struct {
 	byName map[string]gvr.Template
 	// readsLive says a template reads live children or waits for another.
 	readsLive bool
+	// chart renders a chart entry's children instead of templates
+	// (chartmode.go), with capabilities as .Capabilities.
+	chart        *chart.Chart
+	capabilities *common.Capabilities
 }
 
 // verifyFastPath, set by the package's tests, decodes every document both
@@ -165,6 +176,13 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	}
 	if len(res.Children) == 0 && len(opts.AllowedKinds) > 0 {
 		s.kinds = slices.Clone(opts.AllowedKinds)
+	}
+	if res.Chart != "" {
+		s.capabilities = opts.Capabilities
+		if err := s.loadChart(cfg, entry, res); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	var errs []error
 	// fieldOf names the config field of each file, for errors found after

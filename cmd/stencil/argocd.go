@@ -33,13 +33,13 @@ import (
 var healthLua string
 
 func argocdCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("argocd", "--config FILE [--crds PATH]")
-	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	fs := newFlagSet("argocd", "--config FILE | --watches FILE [--crds PATH]")
+	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
 	crds := fs.String("crds", "", "`path` of the CRD manifests that give each resource's kind: a file, or a directory of .yaml, .yml and .json files (default: the config file's directory)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, _, ok := loadConfig(*config, stderr)
+	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
 	}

@@ -17,12 +17,13 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"stencil.dev/stencil/controller/plan"
+	"stencil.dev/stencil/templates"
 )
 
 func diffCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("diff", "--config NEW.yaml [--kubeconfig F] [--namespace NS] [-o text|json]")
-	config := fs.String("config", "stencil.yaml", "config `file` whose renders are compared with the live cluster")
+	fs := newFlagSet("diff", "--config NEW.yaml | --watches FILE [--kubeconfig F] [--namespace NS] [-o text|json]")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; empty uses $KUBECONFIG or the in-cluster config")
+	src := addSourceFlags(fs, "stencil.yaml", "config `file` whose renders are compared with the live cluster")
 	namespace := fs.String("namespace", "", "diff only the resources of this `namespace` (default: each entry's namespaces, or all)")
 	output := fs.String("o", "text", "output `format`: text or json")
 	workers := fs.Int("workers", 8, "resources diffed in parallel")
@@ -39,13 +40,17 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil diff: --workers %d: want at least 1\n", *workers)
 		return exitUsage
 	}
-	cfg, sets, ok := loadConfig(*config, stderr)
-	if !ok {
-		return exitUsage
-	}
 	restConfig, err := clientConfig(*kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil diff: loading kubeconfig: %v\n", err)
+		return exitUsage
+	}
+	opts := templates.Options{}
+	if caps, err := clusterCapabilities(restConfig); err == nil {
+		opts.Capabilities = caps
+	}
+	cfg, sets, ok := src.load(fs, opts, stderr)
+	if !ok {
 		return exitUsage
 	}
 	restConfig.QPS, restConfig.Burst = float32(*qps), *burst

@@ -17,9 +17,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
-	"stencil.dev/stencil/gvr"
-	"stencil.dev/stencil/templates"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -111,21 +108,6 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (stat
 		return exitUsage, true
 	}
 	return exitOK, false
-}
-
-// loadConfig loads the config and all its templates, printing every error.
-func loadConfig(path string, stderr io.Writer) (*gvr.Config, []*templates.Set, bool) {
-	cfg, err := gvr.Load(path)
-	if err != nil {
-		printErrors(stderr, err)
-		return nil, nil, false
-	}
-	sets, err := templates.LoadAll(cfg, templates.Options{})
-	if err != nil {
-		printErrors(stderr, err)
-		return nil, nil, false
-	}
-	return cfg, sets, true
 }
 
 // printErrors prints each error of a joined error on its own line.

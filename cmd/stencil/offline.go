@@ -26,38 +26,48 @@ import (
 )
 
 func validateCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "--config FILE")
-	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	fs := newFlagSet("validate", "--config FILE | --watches FILE")
+	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, _, ok := loadConfig(*config, stderr)
+	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
-	var nTemplates, nStatus int
+	var nTemplates, nStatus, nCharts int
 	for _, r := range cfg.Resources {
 		nTemplates += len(r.Templates)
 		if r.StatusTemplate != "" {
 			nStatus++
 		}
+		if r.Chart != "" {
+			nCharts++
+		}
 	}
-	fmt.Fprintf(stdout, "%s: %s, %s, %s OK\n", cfg.Path,
-		plural(len(cfg.Resources), "resource"), plural(nTemplates, "template"), plural(nStatus, "status template"))
+	charts := ""
+	if nCharts > 0 {
+		charts = ", " + plural(nCharts, "chart")
+	}
+	fmt.Fprintf(stdout, "%s: %s, %s, %s%s OK\n", cfg.Path,
+		plural(len(cfg.Resources), "resource"), plural(nTemplates, "template"), plural(nStatus, "status template"), charts)
 	return exitOK
 }
 
 func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("render", "--config FILE -f RESOURCE.yaml [--observed CHILDREN.yaml] [--resource PLURAL] [--namespace NS]")
-	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	fs := newFlagSet("render", "--config FILE | --watches FILE -f RESOURCE.yaml [--kube-version V] [--api-versions G/V] [--observed CHILDREN.yaml] [--resource PLURAL] [--namespace NS]")
+	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
 	var file string
 	fs.StringVar(&file, "f", "", "`file` holding custom resources (--- separated); - reads stdin")
 	fs.StringVar(&file, "filename", "", "same as -f `file`")
 	resource := fs.String("resource", "", "config entry to use, by `plural`; needed only when several entries share the resource's group and version")
 	namespace := fs.String("namespace", "default", "`namespace` for resources that name none, as kubectl apply would")
+	kubeVersion := fs.String("kube-version", "", "Kubernetes `version` a chart sees as .Capabilities.KubeVersion (default: Helm's, as helm template)")
+	var apiVersions listFlag
+	fs.Var(&apiVersions, "api-versions", "extra API `versions` a chart sees in .Capabilities.APIVersions (group/version or group/version/Kind, repeatable or comma-separated)")
 	observedFile := fs.String("observed", "", "`file` of live children (--- separated) that templates read (observed, ready, dependsOn); without it none exist, and templates that read them wait")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
@@ -68,14 +78,16 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fs.Usage()
 		return exitUsage
 	}
-	cfg, sets, ok := loadConfig(*config, stderr)
+	caps, err := offlineCapabilities(*kubeVersion, apiVersions)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil render: %v\n", err)
+		return exitUsage
+	}
+	cfg, sets, ok := src.load(fs, templates.Options{Capabilities: caps}, stderr)
 	if !ok {
 		return exitUsage
 	}
-	var (
-		data []byte
-		err  error
-	)
+	var data []byte
 	if file == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {
@@ -133,6 +145,14 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		}
 		for _, w := range r.Waits {
 			fmt.Fprintf(stderr, "stencil render: %s: waits: %s\n", where, w)
+		}
+		for _, h := range r.Hooks {
+			fmt.Fprintf(stderr, "stencil render: %s: not applied (hook or test): %s\n", where, h)
+		}
+		if c := set.Chart(); c != nil {
+			for _, f := range c.CRDs() {
+				fmt.Fprintf(stderr, "stencil render: %s: not installed (crds/): %s\n", where, f)
+			}
 		}
 		if r.StatusWaits {
 			fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
@@ -262,13 +282,13 @@ func decodeDocuments(data []byte, check func(*unstructured.Unstructured) error) 
 }
 
 func rbacCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rbac", "--config FILE [--name NAME]")
-	config := fs.String("config", "stencil.yaml", "config `file` listing resources and templates")
+	fs := newFlagSet("rbac", "--config FILE | --watches FILE [--name NAME]")
+	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
 	name := fs.String("name", "stencil", "`name` of the ClusterRole (the leader-election Role is NAME-leader-election)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, _, ok := loadConfig(*config, stderr)
+	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
 	}

@@ -28,6 +28,7 @@ import (
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/templates"
 )
 
 // runCommand implements "stencil run". It returns the process exit status:
@@ -36,11 +37,12 @@ func runCommand(args []string) int {
 	setGCPercent()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
 		fs.PrintDefaults()
 	}
-	configPath := fs.String("config", "", "path of the stencil config file (required)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
+	srcFlags := addSourceFlags(fs, "", "path of the stencil config file (this or --watches is required)")
+	configPath := srcFlags.config
 	namespace := fs.String("namespace", "", "watch only this namespace (default: the namespaces each entry lists, or all)")
 	workers := fs.Int("workers", 4, "parallel reconciles")
 	qps := fs.Float64("qps", 50, "client-side QPS limit towards the API server")
@@ -60,7 +62,7 @@ func runCommand(args []string) int {
 		}
 		return 2
 	}
-	if *configPath == "" || fs.NArg() > 0 {
+	if *configPath == "" && *srcFlags.watches == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}
@@ -80,22 +82,41 @@ func runCommand(args []string) int {
 	go exitOnSecondSignal(ctx, stop)
 
 	metrics := controller.NewMetrics()
+	metrics.RegisterClientMetrics()
+	// A config file is checked before the cluster is touched; a watches
+	// file and every chart need discovery (plurals, .Capabilities).
+	if *configPath != "" && *srcFlags.watches == "" {
+		if _, _, err := reload.Load(*configPath); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	restConfig, err := clientConfig(*kubeconfig)
+	if err != nil {
+		logger.Error(err, "Loading kubeconfig")
+		return 1
+	}
+	opts := templates.Options{}
+	if caps, err := clusterCapabilities(restConfig); err != nil {
+		logger.Error(err, "Reading the cluster's capabilities for charts; they see Helm's defaults")
+	} else {
+		opts.Capabilities = caps
+	}
+	src, err := srcFlags.source(fs, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	// The watcher fingerprints the files before they are loaded: a change
 	// in between is picked up by its first poll.
-	watcher := reload.New(*configPath, *configPoll, nil, metrics.ConfigLoaded)
-	cfg, sets, err := reload.Load(*configPath)
+	watcher := reload.New(src, *configPoll, nil, metrics.ConfigLoaded)
+	cfg, sets, err := src.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	metrics.ConfigLoaded(true, time.Now())
 
-	metrics.RegisterClientMetrics()
-	restConfig, err := clientConfig(*kubeconfig)
-	if err != nil {
-		logger.Error(err, "Loading kubeconfig")
-		return 1
-	}
 	restConfig.QPS, restConfig.Burst = float32(*qps), *burst
 	restConfig.UserAgent = "stencil/" + version
 	// Every write asks the fence again just before it is sent (see
@@ -139,7 +160,7 @@ func runCommand(args []string) int {
 	}
 	watcher.Apply = c.Reconfigure
 	go watcher.Run(ctx)
-	logger.Info("Starting stencil", "version", version, "config", *configPath, "resources", len(cfg.Resources))
+	logger.Info("Starting stencil", "version", version, "config", src.Path, "resources", len(cfg.Resources))
 	if err := c.Run(ctx); err != nil {
 		logger.Error(err, "Controller stopped")
 		klog.Flush()

@@ -15,8 +15,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -30,10 +32,47 @@ import (
 // keeps the running config (the swap is all or nothing).
 type Apply func(ctx context.Context, cfg *gvr.Config, sets []*templates.Set) error
 
+// Source is where the config comes from: a stencil config file, or
+// helm-operator's watches.yaml (chart entries, each kind's plural
+// resolved through discovery).
+type Source struct {
+	// Path is the config file, or the watches file.
+	Path string
+	// Watches says Path is a watches.yaml; Resolve finds the plurals.
+	Watches bool
+	Resolve gvr.PluralResolver
+	// Options are given to templates.LoadAll: the cluster's capabilities,
+	// which a chart sees.
+	Options templates.Options
+}
+
+// Load reads and validates the source and parses its templates (or
+// loads its charts): every check "stencil validate" makes.
+func (s Source) Load() (*gvr.Config, []*templates.Set, error) {
+	var (
+		cfg *gvr.Config
+		err error
+	)
+	if s.Watches {
+		cfg, err = gvr.LoadWatches(s.Path, s.Resolve)
+	} else {
+		cfg, err = gvr.Load(s.Path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	sets, err := templates.LoadAll(cfg, s.Options)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, sets, nil
+}
+
 // Watcher polls a config file and the templates it names.
 type Watcher struct {
-	// Path is the config file.
-	Path string
+	// Source is the config; Path is its file.
+	Source Source
+	Path   string
 	// Interval is the poll period (default 5s).
 	Interval time.Duration
 	// Apply receives each new valid config.
@@ -61,28 +100,23 @@ type retryable interface{ Retryable() bool }
 // New returns a Watcher for the config at path. It takes the fingerprint of
 // the files first, so the caller loads the config after it: a change made
 // in between is seen by the first poll.
-func New(path string, interval time.Duration, apply Apply, result func(ok bool, at time.Time)) *Watcher {
-	return &Watcher{Path: path, Interval: interval, Apply: apply, Result: result, fingerprint: Fingerprint(path)}
+func New(src Source, interval time.Duration, apply Apply, result func(ok bool, at time.Time)) *Watcher {
+	return &Watcher{Source: src, Path: src.Path, Interval: interval, Apply: apply, Result: result, fingerprint: src.Fingerprint()}
 }
 
-// Load reads and validates the config at path and parses its templates:
-// every check "stencil validate" makes.
-func Load(path string) (*gvr.Config, []*templates.Set, error) {
-	cfg, err := gvr.Load(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	sets, err := templates.LoadAll(cfg, templates.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, sets, nil
-}
+// Load reads and validates the config file at path and parses its
+// templates: every check "stencil validate" makes.
+func Load(path string) (*gvr.Config, []*templates.Set, error) { return Source{Path: path}.Load() }
+
+// Fingerprint is Source.Fingerprint of the config file at path.
+func Fingerprint(path string) string { return Source{Path: path}.Fingerprint() }
 
 // Fingerprint hashes the content of the config file and of every template
-// it names (symlinks followed). A file that cannot be read hashes as its
-// error, so a file that appears or disappears is a change too.
-func Fingerprint(path string) string {
+// and chart file it names (symlinks followed). A file that cannot be read
+// hashes as its error, so a file that appears or disappears is a change
+// too.
+func (s Source) Fingerprint() string {
+	path := s.Path
 	h := sha256.New()
 	add := func(name string) {
 		data, err := os.ReadFile(name)
@@ -92,7 +126,26 @@ func Fingerprint(path string) string {
 			fmt.Fprintf(h, "error: %v\x00", err)
 		}
 	}
+	// addTree adds a chart: a .tgz, or every file of its directory.
+	addTree := func(root string) {
+		if st, err := os.Stat(root); err != nil || !st.IsDir() {
+			add(root)
+			return
+		}
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				add(p)
+			}
+			return nil
+		})
+	}
 	add(path)
+	if s.Watches {
+		for _, c := range gvr.WatchedCharts(path) {
+			addTree(c)
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
 	// The template list comes from the config as it is now on disk; a
 	// config that does not parse hashes as its own bytes only.
 	if cfg, err := gvr.Load(path); err == nil {
@@ -105,6 +158,9 @@ func Fingerprint(path string) string {
 			}
 			for _, h := range r.Helpers {
 				add(cfg.TemplatePath(h))
+			}
+			if r.Chart != "" {
+				addTree(cfg.TemplatePath(r.Chart))
 			}
 		}
 	}
@@ -120,7 +176,7 @@ func (w *Watcher) Run(ctx context.Context) {
 		interval = 5 * time.Second
 	}
 	if w.fingerprint == "" {
-		w.fingerprint = Fingerprint(w.Path)
+		w.fingerprint = w.Source.Fingerprint()
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -144,7 +200,7 @@ func (w *Watcher) Run(ctx context.Context) {
 // when valid.
 func (w *Watcher) reload(ctx context.Context, force bool) {
 	logger := klog.FromContext(ctx)
-	fp := Fingerprint(w.Path)
+	fp := w.Source.Fingerprint()
 	if fp == w.fingerprint && !force && (w.retryAt.IsZero() || time.Now().Before(w.retryAt)) {
 		return
 	}
@@ -152,7 +208,7 @@ func (w *Watcher) reload(ctx context.Context, force bool) {
 	// config is reported once, not on every poll.
 	w.fingerprint = fp
 	w.retryAt = time.Time{}
-	cfg, sets, err := Load(w.Path)
+	cfg, sets, err := w.Source.Load()
 	if err == nil {
 		err = w.Apply(ctx, cfg, sets)
 	}

@@ -76,7 +76,7 @@ func TestReloadThroughAConfigMapVolume(t *testing.T) {
 
 	var applied []*templates.Set
 	var results []bool
-	w := New(path, time.Hour, func(_ context.Context, cfg *gvr.Config, sets []*templates.Set) error {
+	w := New(Source{Path: path}, time.Hour, func(_ context.Context, cfg *gvr.Config, sets []*templates.Set) error {
 		applied = append(applied, sets...)
 		return nil
 	}, func(ok bool, _ time.Time) { results = append(results, ok) })
@@ -140,7 +140,7 @@ func TestReloadRetriesARefusalOutsideTheFiles(t *testing.T) {
 	path := filepath.Join(dir, "stencil.yaml")
 	denied := true
 	var results []bool
-	w := New(path, time.Hour, func(context.Context, *gvr.Config, []*templates.Set) error {
+	w := New(Source{Path: path}, time.Hour, func(context.Context, *gvr.Config, []*templates.Set) error {
 		if denied {
 			return fmt.Errorf("%s: %w", path, deniedError{})
 		}

@@ -18,6 +18,8 @@ package chart
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,22 +231,47 @@ func Values(spec map[string]any, overrides map[string]string) (map[string]any, e
 	return vals, nil
 }
 
-// Render renders the chart for one release.
+// Render renders the chart for one release. A render that called a
+// function whose result differs per render (randAlphaNum, genCA ...) is
+// rendered once more: if an object to apply differs between the two,
+// the render fails naming the calls; a hook or test that differs does
+// not matter, as stencil applies neither (podinfo names its test pods
+// with randAlphaNum).
 func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
-	ch := copyChart(c.ch)
-	vals, err := Values(rel.Spec, rel.Overrides)
+	out, p, err := c.render(ctx, rel)
+	if err != nil || len(p.random) == 0 {
+		return out, err
+	}
+	again, _, err := c.render(ctx, rel)
 	if err != nil {
 		return nil, err
 	}
+	for i, m := range out.Manifests {
+		if i >= len(again.Manifests) || out.State.Resolve(string(m.Body)) != again.State.Resolve(string(again.Manifests[i].Body)) {
+			return nil, p.randomError(m.Template)
+		}
+	}
+	if len(again.Manifests) != len(out.Manifests) {
+		return nil, p.randomError("")
+	}
+	return out, nil
+}
+
+func (c *Chart) render(ctx context.Context, rel Release) (*Output, *printer, error) {
+	ch := copyChart(c.ch)
+	vals, err := Values(rel.Spec, rel.Overrides)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
-		return nil, fmt.Errorf("processing dependencies: %w", err)
+		return nil, nil, fmt.Errorf("processing dependencies: %w", err)
 	}
 	caps := rel.Capabilities
 	if caps == nil {
 		caps = common.DefaultCapabilities
 	}
 	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
-		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
+		return nil, nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
 	}
 	opts := common.ReleaseOptions{Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: !rel.Upgrade, IsUpgrade: rel.Upgrade}
 	if rel.Upgrade {
@@ -252,7 +279,7 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	}
 	top, err := cutil.ToRenderValues(ch, vals, opts, caps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := engine.NewState(rel.Budget, false)
 	p := &printer{st: &st}
@@ -262,7 +289,7 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	e := helmengine.Engine{CustomTemplateFuncs: p.funcs()}
 	files, err := e.RenderWithContext(ctx, ch, top)
 	if err != nil {
-		return nil, p.renderError(err)
+		return nil, nil, p.renderError(err)
 	}
 	out := &Output{State: &st}
 	notes := path.Join(ch.Name(), "templates", "NOTES.txt")
@@ -276,7 +303,7 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	}
 	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, h := range hooks {
 		events := make([]string, len(h.Events))
@@ -288,7 +315,7 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	for _, m := range manifests {
 		out.Manifests = append(out.Manifests, Manifest{Template: m.Name, Body: []byte(m.Content)})
 	}
-	return out, nil
+	return out, p, nil
 }
 
 // renderError is the error of a failed render: the refused function or
@@ -356,4 +383,16 @@ func deepCopyValue(v any) any {
 		return out
 	}
 	return v
+}
+
+// Digest names the chart's content (every file, the templates as
+// written): a changed digest is a chart change, for an entry's rollout.
+func (c *Chart) Digest() string {
+	h := sha256.New()
+	for _, f := range c.ch.Raw {
+		h.Write([]byte(f.Name + "\x00"))
+		h.Write(f.Data)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -1,8 +1,10 @@
 package chart
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -82,9 +84,13 @@ func tenantStrings(v any, out map[string]bool) {
 type printer struct {
 	st      *engine.State
 	hostile []string
-	// refused is the first refused function a render called, with its
-	// location: the error the render reports.
+	// refused is the first function a render called that reads the
+	// clock: the error the render reports.
 	refused error
+	// random lists the calls of random functions (randomFuncs), each
+	// with its location: whether they matter is known once the render is
+	// compared with a second one (Chart.Render).
+	random []RefusedError
 }
 
 // printed is v as text/template prints it.
@@ -160,10 +166,12 @@ func serialised(s string, found []string) bool {
 	return true
 }
 
-// refusedFuncs differ on every render (randomness, the clock, fresh keys
-// and salts): a child rendered from one would be rewritten on every
-// sync, helm-operator's most reported loop. The date functions are
-// refused only where they would read the clock (conditional).
+// refusedFuncs differ on every render: a child rendered from one would
+// be rewritten on every sync, helm-operator's most reported loop. The
+// clock's (now, ago) fail where they are called; the random ones
+// (randomFuncs) fail the render if what they returned reaches an object
+// stencil applies, and not if it reaches only a hook or a test. The date
+// functions fail only where they would read the clock (clockDefaults).
 var refusedFuncs = map[string]bool{
 	"randAlphaNum": true, "randAlpha": true, "randAscii": true, "randNumeric": true, "randBytes": true,
 	"randInt": true, "shuffle": true, "uuidv4": true,
@@ -172,6 +180,9 @@ var refusedFuncs = map[string]bool{
 	"bcrypt": true, "htpasswd": true, "encryptAES": true,
 	"now": true, "ago": true,
 }
+
+// clockFuncs are the refused functions that read the clock.
+var clockFuncs = map[string]bool{"now": true, "ago": true}
 
 // clockDefaults are the date functions that read the clock when their
 // date argument is not a time or a number.
@@ -198,6 +209,24 @@ func (e *RefusedError) Error() string {
 		"set the value in the resource's spec or the chart's values instead", where, e.Func)
 }
 
+// randomError is the error of a render whose objects differ between two
+// renders, in template (empty: unknown): the random calls made there,
+// or all of them.
+func (p *printer) randomError(template string) error {
+	var here, all []string
+	for _, c := range p.random {
+		s := (&c).Error()
+		all = append(all, s)
+		if template != "" && strings.HasPrefix(c.Loc, template+":") {
+			here = append(here, s)
+		}
+	}
+	if len(here) == 0 {
+		here = all
+	}
+	return errors.New(strings.Join(slices.Compact(here), "; "))
+}
+
 func (p *printer) refuse(loc, name string) error {
 	err := &RefusedError{Loc: loc, Func: name}
 	if p.refused == nil {
@@ -215,8 +244,32 @@ func (p *printer) funcs() template.FuncMap {
 	// Helm's own set removes these: the environment is the controller's.
 	delete(sp, "env")
 	delete(sp, "expandenv")
+	real := map[string]any{}
 	for name := range refusedFuncs {
+		real[name] = sp[name]
 		delete(sp, name)
+	}
+	// call runs a random function, recording where it was called.
+	call := func(loc, name string, args []any) (any, error) {
+		if clockFuncs[name] {
+			return nil, p.refuse(loc, name)
+		}
+		p.random = append(p.random, RefusedError{Loc: loc, Func: name})
+		fn := reflect.ValueOf(real[name])
+		in := valuesOf(args)
+		if t := fn.Type(); t.NumIn() != len(in) && !t.IsVariadic() {
+			return nil, fmt.Errorf("%s takes %d arguments, given %d", name, t.NumIn(), len(in))
+		}
+		for i, a := range in {
+			if !a.IsValid() {
+				in[i] = reflect.Zero(fn.Type().In(min(i, fn.Type().NumIn()-1)))
+			}
+		}
+		res := fn.Call(in)
+		if len(res) == 2 && !res[1].IsNil() {
+			return nil, res[1].Interface().(error)
+		}
+		return res[0].Interface(), nil
 	}
 	for name := range clockDefaults {
 		name, fn := name, sp[name]
@@ -230,15 +283,15 @@ func (p *printer) funcs() template.FuncMap {
 	}
 	m := engine.Budgeted(sp, p.st)
 	for name := range refusedFuncs {
-		m[name] = func(...any) (any, error) { return nil, p.refuse("", name) }
+		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
 	m["lookup"] = func(string, string, string, string) (map[string]any, error) { return map[string]any{}, nil }
 	m[valueFunc] = p.value
 	m[structFunc] = p.structure
-	m[resolveFunc] = func(s string) string { return p.st.Resolve(s) }
-	m[refusedFunc] = func(what string, _ ...any) (any, error) {
+	m[resolveFunc] = func(s string) string { return p.st.ResolveIndented(s) }
+	m[refusedFunc] = func(what string, args ...any) (any, error) {
 		loc, name, _ := strings.Cut(what, " ")
-		return nil, p.refuse(loc, name)
+		return call(loc, name, args)
 	}
 	return m
 }

@@ -353,3 +353,31 @@ func StepAction(pos parse.Pos, line int, n int64) *parse.ActionNode { return ste
 
 // StepCost is what one run of list costs in steps, known from its text.
 func StepCost(list *parse.ListNode) int64 { return cost(list) }
+
+// ResolveIndented is Resolve for chart mode, where indent and nindent lay
+// out the placeholder rather than the value: a placeholder that stands
+// after only spaces on its line gets each further line of its value
+// indented the same, which is what indent did to the value in Helm.
+func (st *State) ResolveIndented(s string) string {
+	if !strings.Contains(s, tokenPrefix) {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range tokenPattern.FindAllStringSubmatchIndex(s, -1) {
+		p, ok := st.lookup(s[m[4]:m[5]])
+		if !ok {
+			continue
+		}
+		text := p.text()
+		lineStart := strings.LastIndexByte(s[:m[0]], '\n') + 1
+		if prefix := s[lineStart:m[0]]; prefix != "" && strings.Trim(prefix, " ") == "" {
+			text = strings.ReplaceAll(text, "\n", "\n"+prefix)
+		}
+		b.WriteString(s[last:m[0]])
+		b.WriteString(text)
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}

@@ -1,0 +1,121 @@
+package templates
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/chart"
+	"stencil.dev/stencil/templates/engine"
+)
+
+// Chart mode: an entry that names a Helm chart (package chart renders
+// it). What the chart renders is held to the same child contract as a
+// template's output, with two differences a chart needs: a kind is
+// allowed by group and kind, whatever version the chart picks from
+// .Capabilities, and an object the chart renders cluster-scoped fails
+// the render naming it.
+
+// StatusDeployedRelease is the status field helm-operator writes for a
+// chart entry: {name: <release>}. stencil writes the same, so that what
+// reads it keeps working.
+const StatusDeployedRelease = "deployedRelease"
+
+// loadChart loads the chart of a chart entry into s.
+func (s *Set) loadChart(cfg *gvr.Config, entry string, res gvr.Resource) error {
+	c, err := chart.Load(cfg.TemplatePath(res.Chart))
+	if err != nil {
+		return &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "chart", Err: err}
+	}
+	s.chart = c
+	if res.Rollout != nil {
+		h := sha256.New()
+		h.Write([]byte(c.Digest()))
+		s.revision = hex.EncodeToString(h.Sum(nil)[:5])
+	}
+	return nil
+}
+
+// Chart returns the entry's chart, nil for a template entry.
+func (s *Set) Chart() *chart.Chart { return s.chart }
+
+// renderChart renders the chart for parent: the release is the resource
+// (its name and namespace), its spec the values.
+func (s *Set) renderChart(parent *gvr.Object) (*Result, error) {
+	if err := checkParent(parent); err != nil {
+		return nil, err
+	}
+	rel := chart.Release{Name: parent.Name, Namespace: parent.Namespace, Spec: parent.Spec, Overrides: s.res.OverrideValues,
+		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget}
+	out, err := s.chart.Render(context.Background(), rel)
+	if err != nil {
+		return nil, &engine.RenderError{Template: s.res.Chart, Err: err}
+	}
+	r := &Result{Hooks: out.Hooks, Notes: out.Notes, Release: parent.Name,
+		Status: map[string]any{StatusDeployedRelease: map[string]any{"name": parent.Name}}}
+	var errs []error
+	seen := map[childKey]string{}
+	for _, m := range out.Manifests {
+		v, err := engine.Decode(m.Body, out.State)
+		if err != nil {
+			errs = append(errs, &engine.RenderError{Template: m.Template, Err: err})
+			continue
+		}
+		if v == nil {
+			continue
+		}
+		u, err := s.child(v, parent)
+		if err != nil {
+			errs = append(errs, &engine.RenderError{Template: m.Template, Err: err})
+			continue
+		}
+		key := childKey{gk: u.GroupVersionKind().GroupKind(), name: u.GetName()}
+		if prev, dup := seen[key]; dup {
+			errs = append(errs, &engine.RenderError{Template: m.Template, Err: fmt.Errorf("%s %q is also rendered by %s: names must be unique per kind", u.GetKind(), u.GetName(), prev)})
+			continue
+		}
+		seen[key] = m.Template
+		r.Children = append(r.Children, u)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+// chartKind checks a chart's child kind: allowed by group and kind, and
+// namespaced.
+func (s *Set) chartKind(gvk schema.GroupVersionKind, name string) error {
+	if gvr.IsClusterScoped(gvk.GroupKind()) {
+		return fmt.Errorf("%s %q is cluster-scoped: a chart entry's children live in the resource's namespace; switch it off with the chart's values", gvkString(gvk), name)
+	}
+	if !slices.ContainsFunc(s.kinds, func(k schema.GroupVersionKind) bool { return k.GroupKind() == gvk.GroupKind() }) {
+		return fmt.Errorf("kind %s is not allowed (allowed: %s)", gvkString(gvk), kindList(s.kinds))
+	}
+	return nil
+}
+
+// deployed reports whether the resource's status says its release was
+// deployed before (helm-operator's Deployed condition): the next render
+// is an upgrade (.Release.IsUpgrade).
+func deployed(parent *gvr.Object) bool {
+	conds, _, _ := unstructured.NestedSlice(parent.Status, "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == ConditionDeployed && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// ConditionDeployed is helm-operator's condition: True once the chart's
+// objects were applied.
+const ConditionDeployed = "Deployed"
