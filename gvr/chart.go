@@ -82,14 +82,16 @@ func templateKinds(text string) []schema.GroupVersionKind {
 		out        []schema.GroupVersionKind
 		apiVersion string
 		kinds      []string
+		hook       bool
 	)
 	flush := func() {
+		// A hook or a test is not applied: its kinds are not children.
 		for _, k := range kinds {
-			if gvk, ok := resolveKind(apiVersion, k); ok {
+			if gvk, ok := resolveKind(apiVersion, k); ok && !hook {
 				out = append(out, gvk)
 			}
 		}
-		apiVersion, kinds = "", nil
+		apiVersion, kinds, hook = "", nil, false
 	}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
@@ -102,6 +104,8 @@ func templateKinds(text string) []schema.GroupVersionKind {
 			apiVersion = topAPIVersion.FindStringSubmatch(line)[1]
 		case topKind.MatchString(line):
 			kinds = append(kinds, topKind.FindStringSubmatch(line)[1])
+		case strings.Contains(line, "helm.sh/hook"):
+			hook = true
 		}
 	}
 	flush()

@@ -95,6 +95,26 @@ var builtinResources = map[schema.GroupKind]string{
 	{Group: "networking.istio.io", Kind: "DestinationRule"}:         "destinationrules",
 	{Group: "security.istio.io", Kind: "AuthorizationPolicy"}:       "authorizationpolicies",
 	{Group: "policy.networking.k8s.io", Kind: "AdminNetworkPolicy"}: "adminnetworkpolicies",
+	// Kinds charts commonly render (chart mode reads them from the
+	// templates).
+	{Kind: "Pod"}:                   "pods",
+	{Kind: "Endpoints"}:             "endpoints",
+	{Kind: "LimitRange"}:            "limitranges",
+	{Kind: "ResourceQuota"}:         "resourcequotas",
+	{Kind: "ReplicationController"}: "replicationcontrollers",
+	{Group: "gateway.networking.k8s.io", Kind: "GRPCRoute"}:      "grpcroutes",
+	{Group: "gateway.networking.k8s.io", Kind: "TCPRoute"}:       "tcproutes",
+	{Group: "gateway.networking.k8s.io", Kind: "TLSRoute"}:       "tlsroutes",
+	{Group: "gateway.networking.k8s.io", Kind: "Gateway"}:        "gateways",
+	{Group: "monitoring.coreos.com", Kind: "PodMonitor"}:         "podmonitors",
+	{Group: "monitoring.coreos.com", Kind: "PrometheusRule"}:     "prometheusrules",
+	{Group: "cert-manager.io", Kind: "Issuer"}:                   "issuers",
+	{Group: "networking.istio.io", Kind: "Gateway"}:              "gateways",
+	{Group: "networking.istio.io", Kind: "ServiceEntry"}:         "serviceentries",
+	{Group: "keda.sh", Kind: "ScaledJob"}:                        "scaledjobs",
+	{Group: "external-secrets.io", Kind: "SecretStore"}:          "secretstores",
+	{Group: "traefik.io", Kind: "IngressRoute"}:                  "ingressroutes",
+	{Group: "autoscaling.k8s.io", Kind: "VerticalPodAutoscaler"}: "verticalpodautoscalers",
 }
 
 // clusterScoped are well-known cluster-scoped kinds: a child lives in its

@@ -39,6 +39,9 @@ const (
 	reasonPruneFailed    = "PruneFailed"
 	reasonStatusRejected = "StatusRejected"
 	reasonRolloutHalted  = "RolloutHalted"
+	// reasonHooksNotApplied lists a chart's hooks and tests, once per
+	// generation.
+	reasonHooksNotApplied = "HooksNotApplied"
 )
 
 // childRef names a child within one parent.
@@ -156,6 +159,20 @@ func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message
 	}
 }
 
+// warnHooks records, once per generation of the resource, a Warning event
+// listing the hooks and tests its chart rendered, which stencil does not
+// apply: the status's observedGeneration behind the generation says this
+// generation has not been synced yet.
+func (c *Reconciler) warnHooks(parent *unstructured.Unstructured, hooks []string) {
+	if len(hooks) == 0 {
+		return
+	}
+	if seen, _, _ := unstructured.NestedInt64(parent.Object, "status", "observedGeneration"); seen == parent.GetGeneration() {
+		return
+	}
+	c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonHooksNotApplied, "Chart hooks and tests are not applied by stencil: %s", strings.Join(hooks, "; "))
+}
+
 // fail records a failure on the resource (event and status) and returns err.
 func (c *Reconciler) fail(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
 	c.warnOnce(parent, reason, err.Error())
@@ -174,6 +191,7 @@ func (c *Reconciler) converge(ctx context.Context, entry *registry.Parent, paren
 		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
 		return requeue.After(nil, left)
 	}
+	c.warnHooks(parent, r.Hooks)
 	w := c.applyAll(ctx, entry, parent, r.Children)
 	if w.end {
 		return requeue.After(w.err, w.after)
@@ -260,6 +278,9 @@ func (c *Reconciler) report(ctx context.Context, entry *registry.Parent, parent 
 	extra := r.Status
 	out := status.Outcome{Extra: extra, KeepTemplateStatus: r.StatusWaits, Live: w.live, Revision: c.statusRevision(entry, parent, w.live),
 		Waiting: waitingMessage(r.Waits)}
+	if r.Release != "" {
+		out.Release = &status.Release{Notes: r.Notes, Changed: w.changes.any()}
+	}
 	switch {
 	case w.err != nil:
 		// A terminal apply error (invalid object) is reported and not retried;
@@ -633,6 +654,9 @@ func (c *Reconciler) prune(ctx context.Context, entry *registry.Parent, parent *
 type childChanges struct {
 	created, updated, pruned []string
 }
+
+// any says the sync changed a child.
+func (ch childChanges) any() bool { return len(ch.created)+len(ch.updated)+len(ch.pruned) > 0 }
 
 // record records one Normal event naming every child the sync created,
 // updated or pruned, and none for a sync that changed nothing: an event is

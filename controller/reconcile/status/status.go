@@ -89,6 +89,9 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	conds := Conditions(status)
 	meta.SetStatusCondition(&conds, cond)
 	setProgress(&conds, cond, out.Stalled)
+	if out.Release != nil && out.FailReason == "" {
+		setDeployed(&conds, out.Release, gen)
+	}
 	if out.Fighting != "" {
 		meta.SetStatusCondition(&conds, metav1.Condition{
 			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonFieldFight, ObservedGeneration: gen,
@@ -219,6 +222,8 @@ var standardStatusFields = func() map[string]bool {
 	for _, f := range templates.ReservedStatusFields {
 		m[f] = true
 	}
+	// A chart entry's release stays named while a sync fails.
+	m[templates.StatusDeployedRelease] = true
 	return m
 }()
 
@@ -338,4 +343,51 @@ type Outcome struct {
 	// Revision, when set, is the template revision the status names
 	// (rollout.go).
 	Revision string
+	// Release, for a chart entry that converged, sets helm-operator's
+	// Deployed condition.
+	Release *Release
+}
+
+// Release is what a chart entry's sync did, for the Deployed condition.
+type Release struct {
+	// Notes is the chart's rendered NOTES.txt, the condition's message.
+	Notes string
+	// Changed says the sync created, updated or pruned a child: an
+	// upgrade, once the release was deployed.
+	Changed bool
+}
+
+// Reasons of the Deployed condition, helm-operator's.
+const (
+	ReasonInstallSuccessful = "InstallSuccessful"
+	ReasonUpgradeSuccessful = "UpgradeSuccessful"
+)
+
+// maxMessage bounds a condition's message (the API's limit is 32768).
+const maxMessage = 32768
+
+// setDeployed sets helm-operator's Deployed condition for a chart entry
+// whose children were all applied: InstallSuccessful the first time,
+// UpgradeSuccessful once a later sync changed a child, and as it was
+// otherwise, so that a converged resource's status does not change.
+func setDeployed(conds *[]metav1.Condition, rel *Release, gen int64) {
+	reason := ReasonInstallSuccessful
+	msg := "release was successfully installed"
+	if prev := meta.FindStatusCondition(*conds, templates.ConditionDeployed); prev != nil && prev.Status == metav1.ConditionTrue {
+		reason = prev.Reason
+		if rel.Changed {
+			reason = ReasonUpgradeSuccessful
+		}
+		if reason == ReasonUpgradeSuccessful {
+			msg = "release was successfully upgraded"
+		}
+	}
+	if rel.Notes != "" {
+		msg = rel.Notes
+	}
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage]
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{Type: templates.ConditionDeployed, Status: metav1.ConditionTrue,
+		Reason: reason, Message: msg, ObservedGeneration: gen})
 }
