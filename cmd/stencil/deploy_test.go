@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +32,19 @@ func TestDeployConfigIsTheExampleConfig(t *testing.T) {
 	want := []string{"stencil.yaml=stencil.yaml"}
 	for _, r := range cfg.Resources {
 		files := append(append(slices.Clone(r.Helpers), r.TemplatePaths()...), r.StatusTemplate)
+		if r.Chart != "" {
+			// A chart directory: every file of it.
+			err := filepath.WalkDir(cfg.TemplatePath(r.Chart), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(cfg.Dir, p)
+					files = append(files, filepath.ToSlash(rel))
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, f := range files {
 			if f != "" {
 				want = append(want, strings.ReplaceAll(f, "/", "-")+"="+f)
