@@ -88,7 +88,8 @@ func TestLoadExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Resources) != 3 || cfg.Resources[1].Resource != "memcacheds" || cfg.Resources[2].Templates[1].DependsOn[0] != "db" {
+	if len(cfg.Resources) != 4 || cfg.Resources[1].Resource != "memcacheds" || cfg.Resources[2].Templates[1].DependsOn[0] != "db" ||
+		cfg.Resources[3].Chart != "charts/hello" || !cfg.Resources[3].ChildrenFromChart || len(cfg.Resources[3].Children) != 3 {
 		t.Errorf("unexpected resources %+v", cfg.Resources)
 	}
 }

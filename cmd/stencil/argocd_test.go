@@ -174,6 +174,7 @@ func TestArgoCD(t *testing.T) {
 		"resource.customizations.health.apps.example.com_WebApp",
 		"resource.customizations.health.cache.example.com_Memcached",
 		"resource.customizations.health.stacks.example.com_AppStack",
+		"resource.customizations.health.charts.example.com_Hello",
 	}
 	if len(data) != len(want) {
 		t.Errorf("got %d entries, want %d:\n%s", len(data), len(want), r.stdout)
@@ -192,6 +193,7 @@ func TestArgoCD(t *testing.T) {
 			filepath.Dir(deployConfig) + " (name the CRDs with --crds)\n",
 		"resources[1] (memcacheds.v1alpha1.cache.example.com): no CustomResourceDefinition for memcacheds.cache.example.com",
 		"resources[2] (appstacks.v1alpha1.stacks.example.com): no CustomResourceDefinition for appstacks.stacks.example.com",
+		"resources[3] (hellos.v1.charts.example.com): no CustomResourceDefinition for hellos.charts.example.com",
 	})
 	stencil(t, "", "argocd", "--config", deployConfig, "--crds", filepath.Dir(exampleConfig)).expect(t, 0, []string{r.stdout}, nil)
 	stencil(t, "", "argocd", "--config", deployConfig, "--crds", filepath.Join("..", "..", "crds", "webapp-crd.yaml")).
@@ -204,7 +206,7 @@ func TestArgoCD(t *testing.T) {
 func configWithoutCRDs(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, rel := range []string{"stencil.yaml", "webapp", "memcached", "appstack"} {
+	for _, rel := range []string{"stencil.yaml", "webapp", "memcached", "appstack", "charts"} {
 		src := filepath.Join("..", "..", "crds", rel)
 		err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {

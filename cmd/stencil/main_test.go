@@ -75,7 +75,7 @@ func TestVersion(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	stencil(t, "", "validate", "--config", exampleConfig).
-		expect(t, 0, []string{exampleConfig + ": 3 resources, 8 templates, 2 status templates OK\n"}, nil)
+		expect(t, 0, []string{exampleConfig + ": 4 resources, 8 templates, 2 status templates, 1 chart OK\n"}, nil)
 	stencil(t, "", "validate", "--config", "nope.yaml").expect(t, 2, nil, []string{"nope.yaml"})
 }
 

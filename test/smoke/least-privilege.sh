@@ -55,14 +55,16 @@ wait_for 90 "webapp/demo Ready=True" expect_ready_reason webapp/demo "True AllCh
 wait_for 90 "memcached/cache Ready=True" expect_ready_reason memcached/cache "True AllChildrenReady"
 # The AppStack's app waits for its database, then reads its Service.
 wait_for 120 "appstack/shop Ready=True" expect_ready_reason appstack/shop "True AllChildrenReady"
+# The Hello is served by a chart (chart mode).
+wait_for 90 "hello/hello Ready=True" expect_ready_reason hello/hello "True AllChildrenReady"
 for child in deployment/demo service/demo deployment/cache; do kn get "$child" >/dev/null; done
 wait_for 30 "Created events" has_event Created
-ok "webapp/demo, memcached/cache and appstack/shop Ready=True; deployment/demo, service/demo, deployment/cache exist; Created events recorded"
+ok "webapp/demo, memcached/cache, appstack/shop and hello/hello Ready=True; deployment/demo, service/demo, deployment/cache exist; Created events recorded"
 
 step "prune: with the Service template dropped from the config, service/demo is deleted"
 stop_stencil
 CONFIG_DIR=$(mktemp -d)
-cp -r "$smoke_root"/crds/stencil.yaml "$smoke_root"/crds/webapp "$smoke_root"/crds/memcached "$smoke_root"/crds/appstack "$CONFIG_DIR/"
+cp -r "$smoke_root"/crds/stencil.yaml "$smoke_root"/crds/webapp "$smoke_root"/crds/memcached "$smoke_root"/crds/appstack "$smoke_root"/crds/charts "$CONFIG_DIR/"
 sed -i '/webapp\/service.yaml.tmpl/d' "$CONFIG_DIR/stencil.yaml"
 start_stencil --config "$CONFIG_DIR/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
   --leader-elect --leader-elect-namespace "$NS" --leader-elect-id stencil-smoke

@@ -132,13 +132,15 @@ fail_if_denied() {
 # stencil_ready succeeds when the running controller's /readyz answers 200.
 stencil_ready() { [ "$(http_status "$STENCIL_HEALTH" /readyz)" = 200 ]; }
 
-# start_stencil [--config F] [FLAG...] starts `stencil run` in the background,
-# watching only $NS, with the example config crds/stencil.yaml unless
-# --config is given first, and returns once its /readyz answers 200. Output
-# goes to $STENCIL_LOG; the controller is stopped when the scenario exits.
+# start_stencil [--config F | --watches F] [FLAG...] starts `stencil run` in
+# the background, watching only $NS, with the example config
+# crds/stencil.yaml unless --config (or helm-operator's --watches) is given
+# first, and returns once its /readyz answers 200. Output goes to
+# $STENCIL_LOG; the controller is stopped when the scenario exits.
 start_stencil() {
-  local config="$smoke_root/crds/stencil.yaml"
-  if [ "${1:-}" = --config ]; then
+  local config="$smoke_root/crds/stencil.yaml" source=--config
+  if [ "${1:-}" = --config ] || [ "${1:-}" = --watches ]; then
+    source=$1
     config=$2
     shift 2
   fi
@@ -148,8 +150,8 @@ start_stencil() {
   STENCIL_HEALTH=$(free_port)
   STENCIL_METRICS=$(free_port)
   STENCIL_LOG="$SMOKE_LOGS/$SCENARIO-$NS.log"
-  echo "--- stencil run --config $config --namespace $NS $*" >>"$STENCIL_LOG"
-  "$STENCIL" run --config "$config" --namespace "$NS" --kubeconfig "$KUBECONFIG" \
+  echo "--- stencil run $source $config --namespace $NS $*" >>"$STENCIL_LOG"
+  "$STENCIL" run "$source" "$config" --namespace "$NS" --kubeconfig "$KUBECONFIG" \
     --metrics-addr "127.0.0.1:$STENCIL_METRICS" --health-addr "127.0.0.1:$STENCIL_HEALTH" --resync 1m "$@" \
     >>"$STENCIL_LOG" 2>&1 &
   STENCIL_PID=$!
