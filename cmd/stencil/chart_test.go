@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -69,7 +70,7 @@ func TestRenderChartsAsHelmTemplate(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatal("helm template rendered no object")
 			}
-			for _, k := range slices.Sorted(mapsKeys(want)) {
+			for _, k := range slices.Sorted(maps.Keys(want)) {
 				g, ok := got[k]
 				if !ok {
 					t.Errorf("%s: helm template renders it, stencil render does not", k)
@@ -135,16 +136,6 @@ func objectsOf(t *testing.T, stream string, helm bool) (map[string]any, []string
 		out[key] = v
 	}
 	return out, hooks
-}
-
-func mapsKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func writeTestFile(t *testing.T, path, text string) {

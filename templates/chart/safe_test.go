@@ -3,6 +3,7 @@ package chart
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,7 +131,7 @@ func pathsOf(c *Chart, spec map[string]any, caps *common.Capabilities) ([]string
 func walkPaths(v any, prefix string, out *[]string) {
 	switch v := v.(type) {
 	case map[string]any:
-		for _, k := range slices.Sorted(mapKeys(v)) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			walkPaths(v[k], prefix+"."+k, out)
 		}
 	case []any:
@@ -142,21 +143,11 @@ func walkPaths(v any, prefix string, out *[]string) {
 	}
 }
 
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 func stringLeaves(v any, path []string) [][]string {
 	var out [][]string
 	switch v := v.(type) {
 	case map[string]any:
-		for _, k := range slices.Sorted(mapKeys(v)) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			out = append(out, stringLeaves(v[k], append(slices.Clone(path), k))...)
 		}
 	case string:
