@@ -27,6 +27,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	cutil "helm.sh/helm/v4/pkg/chart/common/util"
@@ -238,11 +239,12 @@ func Values(spec map[string]any, overrides map[string]string) (map[string]any, e
 // not matter, as stencil applies neither (podinfo names its test pods
 // with randAlphaNum).
 func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
-	out, p, err := c.render(ctx, rel)
+	now := time.Now()
+	out, p, err := c.render(ctx, rel, now)
 	if err != nil || len(p.random) == 0 {
 		return out, err
 	}
-	again, _, err := c.render(ctx, rel)
+	again, _, err := c.render(ctx, rel, now.Add(25*time.Hour+time.Minute+time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +259,7 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	return out, nil
 }
 
-func (c *Chart) render(ctx context.Context, rel Release) (*Output, *printer, error) {
+func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Output, *printer, error) {
 	ch := copyChart(c.ch)
 	vals, err := Values(rel.Spec, rel.Overrides)
 	if err != nil {
@@ -282,7 +284,7 @@ func (c *Chart) render(ctx context.Context, rel Release) (*Output, *printer, err
 		return nil, nil, err
 	}
 	st := engine.NewState(rel.Budget, false)
-	p := &printer{st: &st}
+	p := &printer{st: &st, clock: clock}
 	found := map[string]bool{}
 	tenantStrings(rel.Spec, found)
 	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })
@@ -313,7 +315,9 @@ func (c *Chart) render(ctx context.Context, rel Release) (*Output, *printer, err
 		out.Hooks = append(out.Hooks, fmt.Sprintf("%s/%s (%s) from %s", h.Kind, st.Resolve(h.Name), strings.Join(events, ","), h.Path))
 	}
 	for _, m := range manifests {
-		out.Manifests = append(out.Manifests, Manifest{Template: m.Name, Body: []byte(m.Content)})
+		// As Helm writes each document (a block scalar that ends the
+		// document keeps its final newline).
+		out.Manifests = append(out.Manifests, Manifest{Template: m.Name, Body: []byte(m.Content + "\n")})
 	}
 	return out, p, nil
 }

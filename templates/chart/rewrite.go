@@ -302,7 +302,13 @@ func (w *writer) branch(keyword string, pos parse.Pos, pipe *parse.PipeNode, lis
 func (w *writer) node(n parse.Node) {
 	switch n := n.(type) {
 	case *parse.TextNode:
-		w.WriteString(string(n.Text))
+		text := string(n.Text)
+		if strings.HasSuffix(text, "{") {
+			// The "{{" that follows would read as "{" and a delimiter
+			// ("{{{"): the brace is printed by an action of its own.
+			text = text[:len(text)-1] + `{{"{"}}`
+		}
+		w.WriteString(text)
 	case *parse.ActionNode:
 		w.open(n.Pos)
 		w.WriteString(n.Pipe.String() + "}}")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -87,17 +86,21 @@ type printer struct {
 	// refused is the first function a render called that reads the
 	// clock: the error the render reports.
 	refused error
-	// random lists the calls of random functions (randomFuncs), each
+	// random lists the calls of random functions and of the clock, each
 	// with its location: whether they matter is known once the render is
 	// compared with a second one (Chart.Render).
 	random []RefusedError
+	// clock is what now returns: the time, in the first render; a day,
+	// an hour, a minute and a second later in the second.
+	clock time.Time
 }
 
 // printed is v as text/template prints it.
 func printed(v any) string {
 	if v == nil {
-		// Helm removes "<no value>" from the output.
-		return ""
+		// As text/template prints it: Helm removes it from each file's
+		// output, but include and tpl text keeps it (and a checksum of it).
+		return "<no value>"
 	}
 	return fmt.Sprint(v)
 }
@@ -128,16 +131,18 @@ func (p *printer) value(loc string, v any) (string, error) {
 // string returns that string, which is then a value like any other.
 func (p *printer) structure(loc string, v any) (string, error) { return p.value(loc, v) }
 
-// serialised reports whether s is structure (a mapping or a list) with
-// every string of found inside one of its scalars: text a serialiser
-// wrote, whose strings cannot break out.
+// serialised reports whether s is structure (a mapping, a list, or one
+// quoted scalar, as toJson writes a string) with every string of found
+// inside one of its scalars: text a serialiser wrote, whose strings cannot
+// break out.
 func serialised(s string, found []string) bool {
 	var root yamlv3.Node
 	if err := yamlv3.Unmarshal([]byte(s), &root); err != nil || len(root.Content) == 0 {
 		return false
 	}
 	doc := root.Content[0]
-	if doc.Kind != yamlv3.MappingNode && doc.Kind != yamlv3.SequenceNode {
+	quoted := doc.Kind == yamlv3.ScalarNode && doc.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle) != 0
+	if doc.Kind != yamlv3.MappingNode && doc.Kind != yamlv3.SequenceNode && !quoted {
 		return false
 	}
 	var scalars []string
@@ -167,11 +172,12 @@ func serialised(s string, found []string) bool {
 }
 
 // refusedFuncs differ on every render: a child rendered from one would
-// be rewritten on every sync, helm-operator's most reported loop. The
-// clock's (now, ago) fail where they are called; the random ones
-// (randomFuncs) fail the render if what they returned reaches an object
-// stencil applies, and not if it reaches only a hook or a test. The date
-// functions fail only where they would read the clock (clockDefaults).
+// be rewritten on every sync, helm-operator's most reported loop. They
+// fail the render if what they returned reaches an object stencil
+// applies, and not if it reaches only a hook or a test, or nothing (argo-cd
+// calls now for a default it then does not use). The date functions that
+// would read the clock themselves fail where they are called
+// (clockDefaults).
 var refusedFuncs = map[string]bool{
 	"randAlphaNum": true, "randAlpha": true, "randAscii": true, "randNumeric": true, "randBytes": true,
 	"randInt": true, "shuffle": true, "uuidv4": true,
@@ -181,8 +187,11 @@ var refusedFuncs = map[string]bool{
 	"now": true, "ago": true,
 }
 
-// clockFuncs are the refused functions that read the clock.
-var clockFuncs = map[string]bool{"now": true, "ago": true}
+// helmOwn are the functions Helm's engine defines over sprig's (or in
+// place of them): stencil leaves them to Helm. lookup finds nothing there,
+// as under helm template, since stencil never gives the engine a client.
+var helmOwn = []string{"fail", "getHostByName", "toYaml", "mustToYaml", "toYamlPretty", "fromYaml", "fromYamlArray",
+	"toJson", "mustToJson", "fromJson", "fromJsonArray", "toToml", "mustToToml", "fromToml", "include", "tpl", "required", "lookup"}
 
 // clockDefaults are the date functions that read the clock when their
 // date argument is not a time or a number.
@@ -213,18 +222,23 @@ func (e *RefusedError) Error() string {
 // renders, in template (empty: unknown): the random calls made there,
 // or all of them.
 func (p *printer) randomError(template string) error {
-	var here, all []string
+	var here, all []error
+	seen := map[RefusedError]bool{}
 	for _, c := range p.random {
-		s := (&c).Error()
-		all = append(all, s)
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		err := &RefusedError{Loc: c.Loc, Func: c.Func}
+		all = append(all, err)
 		if template != "" && strings.HasPrefix(c.Loc, template+":") {
-			here = append(here, s)
+			here = append(here, err)
 		}
 	}
 	if len(here) == 0 {
 		here = all
 	}
-	return errors.New(strings.Join(slices.Compact(here), "; "))
+	return errors.Join(here...)
 }
 
 func (p *printer) refuse(loc, name string) error {
@@ -244,17 +258,33 @@ func (p *printer) funcs() template.FuncMap {
 	// Helm's own set removes these: the environment is the controller's.
 	delete(sp, "env")
 	delete(sp, "expandenv")
+	// What Helm defines over sprig stays Helm's (CustomTemplateFuncs would
+	// win over it): fail's message, getHostByName's "" without DNS.
+	for _, name := range helmOwn {
+		delete(sp, name)
+	}
 	real := map[string]any{}
 	for name := range refusedFuncs {
 		real[name] = sp[name]
 		delete(sp, name)
 	}
-	// call runs a random function, recording where it was called.
+	// call runs a random function, recording where it was called; now
+	// and ago read the render's clock, which the second render sets apart.
 	call := func(loc, name string, args []any) (any, error) {
-		if clockFuncs[name] {
-			return nil, p.refuse(loc, name)
-		}
 		p.random = append(p.random, RefusedError{Loc: loc, Func: name})
+		switch name {
+		case "now":
+			return p.clock, nil
+		case "ago":
+			if len(args) != 1 {
+				return nil, fmt.Errorf("ago takes 1 argument, given %d", len(args))
+			}
+			t, ok := args[0].(time.Time)
+			if !ok {
+				return nil, fmt.Errorf("ago: %T is not a time", args[0])
+			}
+			return p.clock.Sub(t).Round(time.Second).String(), nil
+		}
 		fn := reflect.ValueOf(real[name])
 		in := valuesOf(args)
 		if t := fn.Type(); t.NumIn() != len(in) && !t.IsVariadic() {
@@ -285,7 +315,6 @@ func (p *printer) funcs() template.FuncMap {
 	for name := range refusedFuncs {
 		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
-	m["lookup"] = func(string, string, string, string) (map[string]any, error) { return map[string]any{}, nil }
 	m[valueFunc] = p.value
 	m[structFunc] = p.structure
 	m[resolveFunc] = func(s string) string { return p.st.ResolveIndented(s) }

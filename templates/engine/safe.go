@@ -354,10 +354,11 @@ func StepAction(pos parse.Pos, line int, n int64) *parse.ActionNode { return ste
 // StepCost is what one run of list costs in steps, known from its text.
 func StepCost(list *parse.ListNode) int64 { return cost(list) }
 
-// ResolveIndented is Resolve for chart mode, where indent and nindent lay
-// out the placeholder rather than the value: a placeholder that stands
-// after only spaces on its line gets each further line of its value
-// indented the same, which is what indent did to the value in Helm.
+// ResolveIndented is Resolve for chart mode, where indent, nindent and
+// quote lay out the placeholder rather than the value: a placeholder that
+// stands after only spaces on its line gets each further line of its
+// value indented the same, and one between double quotes is quoted as
+// quote quotes (Go's %q), which is what they did to the value in Helm.
 func (st *State) ResolveIndented(s string) string {
 	if !strings.Contains(s, tokenPrefix) {
 		return s
@@ -370,13 +371,21 @@ func (st *State) ResolveIndented(s string) string {
 			continue
 		}
 		text := p.text()
-		lineStart := strings.LastIndexByte(s[:m[0]], '\n') + 1
-		if prefix := s[lineStart:m[0]]; prefix != "" && strings.Trim(prefix, " ") == "" {
-			text = strings.ReplaceAll(text, "\n", "\n"+prefix)
+		start, end := m[0], m[1]
+		lineStart := strings.LastIndexByte(s[:start], '\n') + 1
+		switch {
+		case start > 0 && end < len(s) && s[start-1] == '"' && s[end] == '"':
+			// quote laid out the placeholder: it quotes the value.
+			text, start, end = fmt.Sprintf("%q", text), start-1, end+1
+		case s[lineStart:start] != "" && strings.Trim(s[lineStart:start], " ") == "":
+			text = strings.ReplaceAll(text, "\n", "\n"+s[lineStart:start])
 		}
-		b.WriteString(s[last:m[0]])
+		if start < last {
+			continue
+		}
+		b.WriteString(s[last:start])
 		b.WriteString(text)
-		last = m[1]
+		last = end
 	}
 	b.WriteString(s[last:])
 	return b.String()

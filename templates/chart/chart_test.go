@@ -1,0 +1,159 @@
+package chart
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/engine"
+)
+
+// writeChart writes a chart named probe with the given templates (name
+// to text) and values.yaml, and returns its directory.
+func writeChart(t *testing.T, values string, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "probe")
+	files["Chart.yaml"] = "apiVersion: v2\nname: probe\nversion: 0.1.0\n"
+	files["values.yaml"] = values
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// renderOne renders the probe chart with spec and returns its one object.
+func renderOne(t *testing.T, dir string, spec map[string]any) (map[string]any, error) {
+	t.Helper()
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: gvr.RenderBudget{}.WithDefaults()})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Manifests) != 1 {
+		t.Fatalf("%d manifests, want 1", len(out.Manifests))
+	}
+	v, err := engine.Decode(out.Manifests[0].Body, out.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(map[string]any), nil
+}
+
+func data(t *testing.T, obj map[string]any) map[string]any {
+	t.Helper()
+	d, ok := obj["data"].(map[string]any)
+	if !ok {
+		t.Fatalf("no data in %v", obj)
+	}
+	return d
+}
+
+const configMap = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n"
+
+// Each case is a way a public chart once rendered differently from helm
+// template (redis, metallb, redis-ha, fluent-bit, argo-cd), with what
+// Helm renders.
+func TestHelmSemanticsKept(t *testing.T) {
+	t.Run("a brace before a trimmed action", func(t *testing.T) {
+		// bitnami redis health-configmap.yaml: "run_redis_command() {" then "{{- if".
+		dir := writeChart(t, "tls: false\n", map[string]string{"templates/cm.yaml": configMap +
+			"  script: |\n    f() {\n    {{- if .Values.tls }} tls{{ end }}\n    }\n"})
+		obj, err := renderOne(t, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data(t, obj)["script"]; got != "f() {\n}\n" {
+			t.Errorf("script = %q, want %q", got, "f() {\n}\n")
+		}
+	})
+	t.Run("a block scalar ending the document keeps its newline", func(t *testing.T) {
+		dir := writeChart(t, "", map[string]string{"templates/cm.yaml": configMap + "  config: |\n    {{- \"null\" | nindent 4 }}\n"})
+		obj, err := renderOne(t, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data(t, obj)["config"]; got != "null\n" {
+			t.Errorf("config = %q, want %q", got, "null\n")
+		}
+	})
+	t.Run("a missing value is <no value> inside include", func(t *testing.T) {
+		dir := writeChart(t, "", map[string]string{
+			"templates/_h.tpl":  `{{ define "maybe" }}{{ .Values.missing }}{{ end }}`,
+			"templates/cm.yaml": configMap + "  len: {{ include \"maybe\" . | len | quote }}\n  printed: \"{{ include \"maybe\" . }}\"\n"})
+		obj, err := renderOne(t, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := data(t, obj); d["len"] != "10" || d["printed"] != "" {
+			t.Errorf("len %v printed %q, want 10 and \"\"", d["len"], d["printed"])
+		}
+	})
+	t.Run("quote inside an include read back by fromYaml", func(t *testing.T) {
+		dir := writeChart(t, "", map[string]string{
+			"templates/_h.tpl":  `{{ define "kv" }}key: {{ .Values.v | quote }}{{ end }}`,
+			"templates/cm.yaml": configMap + "  back: {{ (include \"kv\" . | fromYaml).key | quote }}\n"})
+		v := "line1\nline2: \"x\""
+		obj, err := renderOne(t, dir, map[string]any{"v": v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data(t, obj)["back"]; got != v {
+			t.Errorf("back = %q, want %q", got, v)
+		}
+	})
+	t.Run("toJson of a hostile string is the string", func(t *testing.T) {
+		dir := writeChart(t, "", map[string]string{"templates/cm.yaml": configMap + "  j: {{ .Values.v | toJson }}\n"})
+		obj, err := renderOne(t, dir, map[string]any{"v": "a: b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data(t, obj)["j"]; got != "a: b" {
+			t.Errorf("j = %q, want %q", got, "a: b")
+		}
+	})
+	t.Run("Helm's own functions stay Helm's", func(t *testing.T) {
+		dir := writeChart(t, "", map[string]string{"templates/cm.yaml": configMap + "  h: {{ getHostByName \"localhost\" | quote }}\n"})
+		obj, err := renderOne(t, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data(t, obj)["h"]; got != "" {
+			t.Errorf("getHostByName = %q, want \"\" (Helm without DNS)", got)
+		}
+		dir = writeChart(t, "", map[string]string{"templates/cm.yaml": configMap + "{{ fail \"boom\" }}\n"})
+		_, err = renderOne(t, dir, nil)
+		if err == nil || !strings.Contains(err.Error(), "execution error at (probe/templates/cm.yaml:6") || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("fail: %v, want Helm's execution error naming probe/templates/cm.yaml:6", err)
+		}
+	})
+	t.Run("the clock, used and unused", func(t *testing.T) {
+		// argo-cd: default (dateInZone "..." (now) "UTC") .Values.mtime
+		unused := writeChart(t, "mtime: \"2024-01-01\"\n", map[string]string{"templates/cm.yaml": configMap +
+			"  mtime: {{ default (dateInZone \"2006-01-02T15:04:05Z\" (now) \"UTC\") .Values.mtime | quote }}\n"})
+		obj, err := renderOne(t, unused, nil)
+		if err != nil {
+			t.Fatalf("now whose value is not used: %v", err)
+		}
+		if got := data(t, obj)["mtime"]; got != "2024-01-01" {
+			t.Errorf("mtime = %q", got)
+		}
+		_, err = renderOne(t, unused, map[string]any{"mtime": ""})
+		var refused *RefusedError
+		if !errors.As(err, &refused) || refused.Func != "now" || refused.Loc != "probe/templates/cm.yaml:6" {
+			t.Errorf("now whose value lands in the ConfigMap: %v, want refused at probe/templates/cm.yaml:6", err)
+		}
+	})
+}
