@@ -75,6 +75,9 @@ func runCommand(args []string) int {
 		return 2
 	}
 
+	// Helm's libraries (chart mode) warn through the standard library's
+	// log: into klog, with the rest.
+	klog.CopyStandardLogTo("WARNING")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	logger := klog.FromContext(ctx)
