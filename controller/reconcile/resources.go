@@ -26,11 +26,14 @@ type resourceState struct {
 	refused map[childRef]refusal
 	// render is the render that failed, not run again (renderfailures.go).
 	render *renderFailure
+	// hooksWarned is the generation whose chart hooks a Warning event
+	// listed (sync.go, warnHooks); 0: none.
+	hooksWarned int64
 }
 
 // empty reports whether nothing is remembered.
 func (s *resourceState) empty() bool {
-	return s.fight == nil && !s.sent && len(s.refused) == 0 && s.render == nil
+	return s.fight == nil && !s.sent && len(s.refused) == 0 && s.render == nil && s.hooksWarned == 0
 }
 
 // resourceStates holds the state of every resource.

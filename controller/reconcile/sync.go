@@ -161,16 +161,25 @@ func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message
 
 // warnHooks records, once per generation of the resource, a Warning event
 // listing the hooks and tests its chart rendered, which stencil does not
-// apply: the status's observedGeneration behind the generation says this
-// generation has not been synced yet.
-func (c *Reconciler) warnHooks(parent *unstructured.Unstructured, hooks []string) {
+// apply. A generation the status already reports was synced before (by
+// this process or an earlier one); the memo covers the syncs before the
+// first status patch of a generation.
+func (c *Reconciler) warnHooks(key Key, parent *unstructured.Unstructured, hooks []string) {
 	if len(hooks) == 0 {
 		return
 	}
-	if seen, _, _ := unstructured.NestedInt64(parent.Object, "status", "observedGeneration"); seen == parent.GetGeneration() {
+	gen := parent.GetGeneration()
+	if seen, _, _ := unstructured.NestedInt64(parent.Object, "status", "observedGeneration"); seen == gen {
 		return
 	}
-	c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonHooksNotApplied, "Chart hooks and tests are not applied by stencil: %s", strings.Join(hooks, "; "))
+	warned := false
+	c.resources.update(key, func(st *resourceState) {
+		warned = st.hooksWarned == gen
+		st.hooksWarned = gen
+	})
+	if !warned {
+		c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonHooksNotApplied, "Chart hooks and tests are not applied by stencil: %s", strings.Join(hooks, "; "))
+	}
 }
 
 // fail records a failure on the resource (event and status) and returns err.
@@ -191,7 +200,7 @@ func (c *Reconciler) converge(ctx context.Context, entry *registry.Parent, paren
 		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
 		return requeue.After(nil, left)
 	}
-	c.warnHooks(parent, r.Hooks)
+	c.warnHooks(Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}, parent, r.Hooks)
 	w := c.applyAll(ctx, entry, parent, r.Children)
 	if w.end {
 		return requeue.After(w.err, w.after)

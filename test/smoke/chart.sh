@@ -67,6 +67,8 @@ expect_eq "the override on the pod template" platform "$(kn get deployment/demo 
 expect_eq "replicas from the spec" 2 "$(kn get deployment/demo -o jsonpath='{.spec.replicas}')"
 if kn get pod demo-test-connection >/dev/null 2>&1; then fail "the chart's test hook was applied"; fi
 wait_for 30 "a HooksNotApplied event" has_event HooksNotApplied
+expect_eq "HooksNotApplied events for hello/demo's generation 1" 1 \
+  "$(kn get events --field-selector reason=HooksNotApplied,involvedObject.name=demo -o jsonpath='{.items[*].count}')"
 ok "Ready=True, Deployed=True InstallSuccessful with the NOTES, deployedRelease demo, override and spec applied, test hook not applied"
 
 step "hello/legacy's objects taken over in place"
