@@ -299,13 +299,18 @@ func watchedChart(file, chart string) string {
 	if filepath.IsAbs(chart) {
 		return chart
 	}
-	if p := filepath.Join(filepath.Dir(file), chart); exists(p) {
-		return p
+	beside := filepath.Join(filepath.Dir(file), chart)
+	if !exists(beside) {
+		if abs, err := filepath.Abs(chart); err == nil && exists(abs) {
+			return abs
+		}
 	}
-	if abs, err := filepath.Abs(chart); err == nil && exists(abs) {
+	// Absolute: the config made of the watches resolves paths against
+	// the watches file's directory again.
+	if abs, err := filepath.Abs(beside); err == nil {
 		return abs
 	}
-	return filepath.Join(filepath.Dir(file), chart)
+	return beside
 }
 
 func exists(p string) bool {
