@@ -357,7 +357,8 @@ func TestLoadAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sets) != 3 || sets[0].Resource().Resource != "webapps" || sets[1].Resource().Resource != "memcacheds" || sets[2].Resource().Resource != "appstacks" {
+	if len(sets) != 4 || sets[0].Resource().Resource != "webapps" || sets[1].Resource().Resource != "memcacheds" || sets[2].Resource().Resource != "appstacks" ||
+		sets[3].Resource().Resource != "hellos" || sets[3].Chart() == nil || sets[0].Chart() != nil {
 		t.Errorf("LoadAll returned %d sets in the wrong order", len(sets))
 	}
 	if sets[0].ReadsLive() || !sets[2].ReadsLive() {
