@@ -17,7 +17,7 @@ use_namespace render-budget
 # BenchmarkRenderBudget): the three shapes, each only for a WebApp whose
 # spec.config asks for it (the good ones render as ever).
 mkdir -p "$WORK/config"
-cp -r "$smoke_root/crds/webapp" "$smoke_root/crds/memcached" "$smoke_root/crds/appstack" "$WORK/config/"
+cp -r "$smoke_root/crds/webapp" "$smoke_root/crds/memcached" "$smoke_root/crds/appstack" "$smoke_root/crds/charts" "$WORK/config/"
 cp "$smoke_root/test/integration/testdata/budget/budget.yaml.tmpl" "$WORK/config/webapp/"
 sed 's|      - webapp/configmap.yaml.tmpl|&\n      - webapp/budget.yaml.tmpl|' "$smoke_root/crds/stencil.yaml" >"$WORK/config/stencil.yaml"
 grep -q budget.yaml.tmpl "$WORK/config/stencil.yaml" || fail "could not add the budget template to the config"
