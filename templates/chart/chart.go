@@ -330,7 +330,7 @@ func (p *printer) renderError(err error) error {
 		return p.refused
 	}
 	msg := err.Error()
-	for _, internal := range []string{valueFunc, structFunc, resolveFunc, budget.StepFunc} {
+	for _, internal := range []string{valueFunc, resolveFunc, budget.StepFunc} {
 		msg = strings.ReplaceAll(msg, " | "+internal, "")
 	}
 	if strings.Contains(msg, budget.ErrExceeded.Error()) {

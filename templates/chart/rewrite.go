@@ -19,11 +19,9 @@ import (
 // safe.go).
 const (
 	// valueFunc ends a printing action: a value that holds a tenant's
-	// string that YAML would read as syntax lands as one scalar.
+	// string that YAML would read as syntax lands as one scalar, unless a
+	// serialiser wrote it (safe.go), whatever function made it.
 	valueFunc = "__chart_value"
-	// structFunc ends a printing action whose last function makes
-	// structure on purpose (include, tpl, toYaml ...).
-	structFunc = "__chart_struct"
 	// resolveFunc follows include and tpl where their text is given to a
 	// function: it gets the values, not placeholders.
 	resolveFunc = "__chart_resolve"
@@ -34,6 +32,8 @@ const (
 
 // structural are the functions whose output is structure when they end a
 // printing action: the chart's API (values it serialises are structure).
+// An include or tpl that ends one keeps its placeholders (it is not
+// resolved), so that they land where the included text puts them.
 var structural = map[string]bool{
 	"include": true, "tpl": true, "toYaml": true, "toYamlPretty": true, "mustToYaml": true,
 	"toJson": true, "mustToJson": true, "toPrettyJson": true, "mustToPrettyJson": true,
@@ -93,7 +93,7 @@ func rewriteFile(name, src string) (string, error) {
 }
 
 // rewriteTree rewrites one parsed template in place: printing actions end
-// in valueFunc or structFunc, include and tpl given to a function are
+// in valueFunc, include and tpl given to a function are
 // resolved, refused functions are replaced, and each run of the template
 // and each iteration of a range counts against the render budget.
 func rewriteTree(tree *parse.Tree) {
@@ -136,7 +136,7 @@ func rewriteTree(tree *parse.Tree) {
 	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(engine.StepAction(tree.Root.Pos, 1, 1)))
 }
 
-// printing ends the printing pipe's value in valueFunc or structFunc,
+// printing ends the printing pipe's value in valueFunc,
 // before its trailing layout commands (indent N, nindent N, quote,
 // squote), which lay out what the function returns.
 func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]bool) {
@@ -164,16 +164,14 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 		}
 		return
 	}
-	fn := valueFunc
 	if structural[name] {
-		fn = structFunc
 		cores[last] = true
 	}
-	pipe.Cmds = slices.Insert(cmds, i, call(fn, loc, last.Pos))
+	pipe.Cmds = slices.Insert(cmds, i, call(valueFunc, loc, last.Pos))
 }
 
 // wrapArg makes arg, the value a layout function is given, end in
-// valueFunc or structFunc as a printing pipe does.
+// valueFunc as a printing pipe does.
 func wrapArg(arg parse.Node, loc string, pos parse.Pos, cores map[*parse.CommandNode]bool) parse.Node {
 	if p, ok := arg.(*parse.PipeNode); ok && len(p.Decl) == 0 {
 		printing(p, loc, cores)
@@ -210,8 +208,7 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 		if !rendersText[name] || cores[c] {
 			continue
 		}
-		last := i == len(pipe.Cmds)-1
-		if last && !arg && !hasNext(pipe, i) {
+		if i == len(pipe.Cmds)-1 && !arg {
 			// Kept in a variable or a condition: its placeholders land
 			// where the variable is printed.
 			continue
@@ -221,8 +218,6 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 		i++
 	}
 }
-
-func hasNext(pipe *parse.PipeNode, i int) bool { return i < len(pipe.Cmds)-1 }
 
 func call(fn, loc string, pos parse.Pos) *parse.CommandNode {
 	return &parse.CommandNode{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{

@@ -95,16 +95,6 @@ type printer struct {
 	clock time.Time
 }
 
-// printed is v as text/template prints it.
-func printed(v any) string {
-	if v == nil {
-		// As text/template prints it: Helm removes it from each file's
-		// output, but include and tpl text keeps it (and a checksum of it).
-		return "<no value>"
-	}
-	return fmt.Sprint(v)
-}
-
 // leaks returns a hostile tenant string s holds, "" when none.
 func (p *printer) leaks(s string) []string {
 	var found []string
@@ -118,18 +108,15 @@ func (p *printer) leaks(s string) []string {
 
 // value is valueFunc: what an action prints.
 func (p *printer) value(loc string, v any) (string, error) {
-	s := printed(v)
+	// As text/template prints it: nil is "<no value>", which Helm removes
+	// from each file's output but keeps in include and tpl text.
+	s := engine.Printed(v)
 	found := p.leaks(s)
 	if len(found) == 0 || serialised(s, found) {
 		return s, nil
 	}
 	return p.st.Place(s, loc)
 }
-
-// structure is structFunc: what an action whose last function makes
-// structure prints. The same rule as value: tpl of a tenant's plain
-// string returns that string, which is then a value like any other.
-func (p *printer) structure(loc string, v any) (string, error) { return p.value(loc, v) }
 
 // serialised reports whether s is structure (a mapping, a list, or one
 // quoted scalar, as toJson writes a string) with every string of found
@@ -316,7 +303,6 @@ func (p *printer) funcs() template.FuncMap {
 		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
 	m[valueFunc] = p.value
-	m[structFunc] = p.structure
 	m[resolveFunc] = func(s string) string { return p.st.ResolveIndented(s) }
 	m[refusedFunc] = func(what string, args ...any) (any, error) {
 		loc, name, _ := strings.Cut(what, " ")

@@ -188,7 +188,7 @@ func typedValue(v any) (any, error) {
 		}
 		return resolvePlain(s)
 	}
-	return printed(v), nil
+	return Printed(v), nil
 }
 
 // resolvePlain reads a plain scalar as go-yaml v2 does (YAML 1.1), then

@@ -322,7 +322,7 @@ func typed(v any) ([]byte, error) {
 		}
 		return []byte(s), nil
 	}
-	return marshalJSON(printed(v))
+	return marshalJSON(Printed(v))
 }
 
 // marshalJSON encodes s as a JSON string without HTML escaping, and with

@@ -143,11 +143,11 @@ func (p placed) text() string {
 		b, _ := jsonString(p.v.(string))
 		return string(b[1 : len(b)-1])
 	}
-	return printed(p.v)
+	return Printed(p.v)
 }
 
-// printed is a value as text/template prints it.
-func printed(v any) string {
+// Printed is a value as text/template prints it ("<no value>" for nil).
+func Printed(v any) string {
 	if v == nil {
 		return "<no value>"
 	}
