@@ -75,6 +75,41 @@ running() {
 # kc runs kubectl against this plane as cluster admin.
 kc() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
+# create_once CMD [ARG...] runs CMD, a kubectl call that creates objects
+# (create, or a client-side apply of objects that may be new), and takes an
+# AlreadyExists answer for success. Under load the API server answers a
+# create whose etcd write timed out with Retry-After, and client-go sends the
+# POST again although the first one was stored: the second answers
+# AlreadyExists for the object the first created. It succeeds when CMD does,
+# or when CMD failed and every line it wrote to stderr is an AlreadyExists
+# error (or a Warning); any other error fails with CMD's status. stdin and
+# stdout are CMD's; CMD's stderr is printed once it is done.
+#
+# Only for names the script has just drawn (a fresh random namespace, or
+# objects in one): never for something that may already be there, nor for a
+# create that is meant to be refused (a refused create stores nothing, so its
+# retry is refused alike; call those bare).
+create_once() {
+  local err rc=0 line exists=0 other=0
+  local re='^(Error from server \(AlreadyExists\): |error: failed to create [^:]*: )(error when creating "[^"]*": )?[^ ]+ "[^"]+" already exists$'
+  { err=$("$@" 2>&1 >&3 3>&-); } 3>&1 || rc=$?
+  if ((rc != 0)); then
+    while IFS= read -r line; do
+      if [[ "$line" =~ $re ]]; then
+        exists=$((exists + 1))
+      elif [ -n "$line" ] && [[ "$line" != Warning:* ]]; then
+        other=$((other + 1))
+      fi
+    done <<<"$err"
+  fi
+  [ -z "$err" ] || printf '%s\n' "$err" >&2
+  if ((rc != 0 && exists > 0 && other == 0)); then
+    echo "create_once: taken for the answer to a retried create (the first one was stored): $*" >&2
+    rc=0
+  fi
+  return "$rc"
+}
+
 # api_ready succeeds when kube-apiserver answers /readyz with ok.
 api_ready() {
   [ -f "$kubeconfig" ] || return 1

@@ -25,7 +25,7 @@ crds=(crds/*-crd.yaml)
 
 crd_args=()
 for f in "${crds[@]}"; do crd_args+=(-f "$f"); done
-kc apply "${crd_args[@]}"
+create_once kc apply "${crd_args[@]}"
 kc wait --for=condition=Established "${crd_args[@]}" --timeout=60s
 
 for p in "$health_port" "$metrics_port"; do
@@ -56,7 +56,7 @@ apply_samples() {
     sleep 0.2
   done
   if [ -d crds/samples ]; then
-    kc apply -f crds/samples/ | sed 's/^/run: /'
+    create_once kc apply -f crds/samples/ | sed 's/^/run: /'
   fi
   cat <<EOF
 

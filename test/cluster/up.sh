@@ -197,7 +197,7 @@ status:
   allocatable: {cpu: "10000", memory: 10000Gi, pods: "20000"}
   capacity: {cpu: "10000", memory: 10000Gi, pods: "20000"}
 EOF
-done | kc apply -f - >/dev/null
+done | create_once kc apply -f - >/dev/null
 
 node_ready() { kc wait --for=condition=Ready "${nodes[@]}" --timeout=1s; }
 wait_until 60 "fake nodes to be Ready" node_ready

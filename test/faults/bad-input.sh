@@ -45,7 +45,7 @@ refuse "nodePort with serviceType ClusterIP (the CRD's CEL rule)" 'nodePort need
   kn create -f - <<<"$(printf 'apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata: {name: wa-np-cip}\nspec: {image: x, nodePort: 30001}\n')"
 # Without strict validation the nesting is pruned: the resource is stored
 # (and reconciled) without it.
-kn create --validate=false -f - <<<"$(deep_json)" >/dev/null
+create_once kn create --validate=false -f - <<<"$(deep_json)" >/dev/null
 expect_eq "spec.deep as stored" "" "$(kn get webapp wa-deep -o jsonpath='{.spec.deep}')"
 refused+=("a spec nested 100 deep, without strict validation: stored pruned to the schema (no spec.deep)")
 ok "${#refused[@]} inputs refused or pruned by the API server"
@@ -55,12 +55,12 @@ step "accepted by the API server: a clear status naming the field, no retry"
 # long as this one's (not watched by stencil): objects are stored with
 # their namespace, and the limit is etcd's (1.5 MiB per value).
 probe="faults-bad-probe-${NS##*-}"
-k create namespace "$probe" >/dev/null
+create_once k create namespace "$probe" >/dev/null
 defer k delete namespace "$probe" --wait=false
 lo=1500000 hi=1600000
 while ((hi - lo > 50)); do
   mid=$(((lo + hi) / 2))
-  if webapp too-big "$(padded "$mid")" 0 | k -n "$probe" create -f - >/dev/null 2>&1; then
+  if webapp too-big "$(padded "$mid")" 0 | create_once k -n "$probe" create -f - >/dev/null 2>&1; then
     lo=$mid
     k -n "$probe" delete webapp too-big --ignore-not-found >/dev/null ||
       wait_for 30 "the probe WebApp to be deleted" k -n "$probe" delete webapp too-big --ignore-not-found
@@ -91,10 +91,10 @@ np=$((30000 + RANDOM % 2700))
   webapp wa-unicode-image "registry.k8s.io/pause:3.10-ünïcödé" 1 "$good"
   echo ---
   printf 'apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata: {name: wa-np-a, labels: {%s}}\nspec: {image: registry.k8s.io/pause:3.10, replicas: 1, serviceType: NodePort, nodePort: %d}\n' "$good" "$np"
-} | kn create -f - >/dev/null
+} | create_once kn create -f - >/dev/null
 kn wait webapp/wa-np-a --for=condition=Ready --timeout=120s >/dev/null
 printf 'apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata: {name: wa-np-b}\nspec: {image: registry.k8s.io/pause:3.10, replicas: 1, serviceType: NodePort, nodePort: %d}\n' "$np" |
-  kn create -f - >/dev/null
+  create_once kn create -f - >/dev/null
 WORKLOAD=$((WORKLOAD + 4)) wait_recovered 300
 ready_message() { kn get "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
 # says KIND/NAME REASON TEXT... waits for Ready=False REASON with a message

@@ -36,7 +36,7 @@ absent() { ! kn get "$1" -o name >/dev/null 2>&1; }
 
 step "a database that cannot be scheduled holds the app back"
 created_ms=$(now_ms)
-kn apply -f - >/dev/null <<EOF
+create_once kn apply -f - >/dev/null <<EOF
 apiVersion: stacks.example.com/v1alpha1
 kind: AppStack
 metadata: {name: $stack}

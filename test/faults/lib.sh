@@ -10,7 +10,8 @@
 #   figures "..."                  # the scenario's line in the summary
 #
 # It builds on the smoke suite's helpers (test/smoke/lib.sh: k, kn, step, ok,
-# fail, expect_eq, wait_for, install_crds, copy_config...). What is new here:
+# fail, expect_eq, wait_for, install_crds, copy_config...; create_once from
+# test/cluster/env.sh). What is new here:
 #
 # - Every stencil process talks to the API server through countproxy
 #   (test/faults/countproxy), one named listener per replica (a, b), so the
@@ -78,7 +79,7 @@ use_namespace() {
     [ -z "${STENCIL_FAULTS_FIGURES:-}" ] || echo "FAIL: line $LINENO exited $rc: ${BASH_COMMAND:0:300}" >"$STENCIL_FAULTS_FIGURES"' ERR
   # The runner's timeout sends SIGTERM: clean up then too.
   trap 'exit 143' TERM
-  k create namespace "$NS" >/dev/null
+  create_once k create namespace "$NS" >/dev/null
   k label namespace "$NS" stencil.dev/faults="$SCENARIO" >/dev/null
   echo "[$SCENARIO] namespace $NS"
   mkdir -p "$FAULTS_LOGS"
@@ -151,7 +152,7 @@ writes_at_least() {
 # faults.stencil.dev/foreign=true; FOREIGN_RV records the resourceVersions
 # of those whose only writer is their author.
 make_foreign() {
-  kn apply -f - >/dev/null <<EOF
+  create_once kn apply -f - >/dev/null <<EOF
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: foreign-web, labels: {faults.stencil.dev/foreign: "true", app: foreign-web}}

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 
 use_namespace namespace-delete
 doomed="$NS-doomed"
-k create namespace "$doomed" >/dev/null
+create_once k create namespace "$doomed" >/dev/null
 defer k delete namespace "$doomed" --wait=false
 # One stencil for both namespaces: the config lists them.
 copy_config

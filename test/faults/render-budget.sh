@@ -47,7 +47,7 @@ t0=$(now_ms)
   hostile wa-hosts hosts "${hosts%,}"
   hostile wa-width width 2000000000
   hostile wa-width-2 width 100000000
-} | kn create -f - >/dev/null
+} | create_once kn create -f - >/dev/null
 apply_workload 1
 wait_recovered 300
 ok "all $WORKLOAD good resources Ready $(secs "$t0" "$RECOVERED_MS")s after the apply"

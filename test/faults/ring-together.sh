@@ -32,7 +32,7 @@ namespaces=()
 for ((i = 0; i < RING_NAMESPACES; i++)); do
   ns="together-$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   namespaces+=("$ns")
-  k create namespace "$ns" >/dev/null
+  create_once k create namespace "$ns" >/dev/null
   k label namespace "$ns" stencil.dev/faults="$SCENARIO" >/dev/null
   DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$ns" --wait=false)")
 done

@@ -70,7 +70,7 @@ step "$WORKLOAD WebApps converge under an entry with rollout {maxInFlight: 3, ma
 start_replica a --config-poll 1s
 for i in $(seq -f '%02g' 1 "$WORKLOAD"); do
   printf 'apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata: {name: r%s, labels: {faults.stencil.dev/workload: "true"}}\nspec: {image: unused, replicas: 1}\n---\n' "$i"
-done | kn apply -f - >/dev/null
+done | create_once kn apply -f - >/dev/null
 wait_recovered 180
 ok "$WORKLOAD WebApps Ready"
 

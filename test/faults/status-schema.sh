@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 PROXY_TAGS="a b c d"
 use_namespace status-schema
 N=20
-k apply -f - >/dev/null <<'EOF'
+create_once k apply -f - >/dev/null <<'EOF'
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -67,7 +67,7 @@ step "$N Gizmos converge: Ready, the phase the only status field stored"
 start_replica a
 for i in $(seq -f '%02g' 1 "$N"); do
   printf 'apiVersion: faults.stencil.dev/v1\nkind: Gizmo\nmetadata: {name: g%s}\nspec: {}\n---\n' "$i"
-done | kn apply -f - >/dev/null
+done | create_once kn apply -f - >/dev/null
 all_ready() {
   local n
   n=$(kn get gizmos -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -c '^Ready$' || true)

@@ -57,7 +57,7 @@ func createResources(ctx context.Context, b *testing.B, dyn dynamic.Interface, r
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			obj := cr(res, kind, ns, fmt.Sprintf("%s-%05d", prefix, i), spec)
-			if _, err := dyn.Resource(res).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			if _, err := createOnce(ctx, dyn.Resource(res).Namespace(ns), obj); err != nil {
 				errs <- err
 			}
 		}()

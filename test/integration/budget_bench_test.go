@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -63,7 +62,7 @@ func createHostile(ctx context.Context, b *testing.B, dyn dynamic.Interface, ns 
 		"hostile-width-2":  {"width": "100000000"},
 	} {
 		obj := cr(webapps, "WebApp", ns, name, map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "config": config})
-		if _, err := dyn.Resource(webapps).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if _, err := createOnce(ctx, dyn.Resource(webapps).Namespace(ns), obj); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -107,7 +107,7 @@ func TestCorpusCostsZeroWritesOnceConverged(t *testing.T) {
 	defer func() { r.stop(t) }()
 
 	w := cr(webapps, "WebApp", ns, "c", map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1)})
-	if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+	if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), w); err != nil {
 		t.Fatal(err)
 	}
 	waitReady := func(what string) {

@@ -138,7 +138,7 @@ func TestDiff(t *testing.T) {
 	const n = 3
 	for i := range n {
 		spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)}
-		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, cr(webapps, "WebApp", ns, fmt.Sprintf("web-%d", i), spec), metav1.CreateOptions{}); err != nil {
+		if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), cr(webapps, "WebApp", ns, fmt.Sprintf("web-%d", i), spec)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -318,7 +318,7 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 		if name == "wa-pdb" {
 			spec["minAvailable"] = int64(1)
 		}
-		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, cr(webapps, "WebApp", ns, name, spec), metav1.CreateOptions{}); err != nil {
+		if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), cr(webapps, "WebApp", ns, name, spec)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -427,7 +427,7 @@ func TestDiffPlansWithTheLiveChildren(t *testing.T) {
 
 	r := start(t, cfg, &counter{mutating: map[string]int{}}, ns)
 	spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "dbNodeSelector": map[string]any{"stencil.dev/nowhere": "true"}}
-	if _, err := admin.Resource(appstacks).Namespace(ns).Create(ctx, cr(appstacks, "AppStack", ns, "shop", spec), metav1.CreateOptions{}); err != nil {
+	if _, err := createOnce(ctx, admin.Resource(appstacks).Namespace(ns), cr(appstacks, "AppStack", ns, "shop", spec)); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 2*time.Minute, "shop waiting for its database", func() (bool, error) {

@@ -325,6 +325,19 @@ func newNamespace(ctx context.Context, t testing.TB, dyn dynamic.Interface, name
 	})
 }
 
+// createOnce creates obj, a name the test chose in its own fresh namespace,
+// and takes AlreadyExists for success, returning the stored object. Under
+// load the API server answers a create whose etcd write timed out with
+// Retry-After, and client-go sends the POST again although the first one was
+// stored: the second answers AlreadyExists for the object the first created.
+func createOnce(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := ri.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	}
+	return out, err
+}
+
 func cr(res schema.GroupVersionResource, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": res.GroupVersion().String(), "kind": kind,
@@ -377,11 +390,11 @@ func TestConvergedClusterCostsZeroWrites(t *testing.T) {
 			spec["autoscale"] = map[string]any{"maxReplicas": int64(2)}
 		}
 		w := cr(webapps, "WebApp", ns, fmt.Sprintf("web-%02d", i), spec)
-		if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+		if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), w); err != nil {
 			t.Fatal(err)
 		}
 		m := cr(memcacheds, "Memcached", ns, fmt.Sprintf("mc-%02d", i), map[string]any{"size": int64(1)})
-		if _, err := admin.Resource(memcacheds).Namespace(ns).Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		if _, err := createOnce(ctx, admin.Resource(memcacheds).Namespace(ns), m); err != nil {
 			t.Fatal(err)
 		}
 	}

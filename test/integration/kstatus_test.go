@@ -68,7 +68,7 @@ func TestKstatus(t *testing.T) {
 	}
 	create := func(res schema.GroupVersionResource, u *unstructured.Unstructured) *unstructured.Unstructured {
 		t.Helper()
-		out, err := admin.Resource(res).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		out, err := createOnce(ctx, admin.Resource(res).Namespace(ns), u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -135,7 +135,7 @@ func runRingPhase(ctx context.Context, b *testing.B, admin dynamic.Interface, bi
 			obj := cr(webapps, "WebApp", ns, fmt.Sprintf("web-%05d", i),
 				map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(1), "port": int64(8080)})
 			obj.SetLabels(map[string]string{label: name})
-			if _, err := admin.Resource(webapps).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), obj); err != nil {
 				errs <- err
 			}
 		})

@@ -46,7 +46,7 @@ func TestShardSelectorSplitsNamespaces(t *testing.T) {
 		newNamespace(ctx, t, admin, ns)
 		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": "probe", "labels": map[string]any{"stencil.dev/ring-test": run}}}}
-		if _, err := admin.Resource(configmaps).Namespace(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(ns), cm); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,7 @@ cat >"$CONFIG_DIR/watches.yaml" <<'WATCHES'
 WATCHES
 
 step "objects helm-operator created for hello/legacy (controlled by its UID, managed-by Helm)"
-kn apply -f - >/dev/null <<'CR'
+create_once kn apply -f - >/dev/null <<'CR'
 apiVersion: charts.example.com/v1
 kind: Hello
 metadata: {name: legacy}
@@ -41,7 +41,7 @@ uid=$(kn get hello/legacy -o jsonpath='{.metadata.uid}')
 kn get hello/legacy -o yaml >"$CONFIG_DIR/legacy.yaml"
 "$STENCIL" render --watches "$CONFIG_DIR/watches.yaml" -f "$CONFIG_DIR/legacy.yaml" 2>/dev/null |
   sed -e 's/managed-by: stencil/managed-by: Helm/' -e '/stencil.dev\/owner-uid/d' -e "s/uid: \"\"/uid: $uid/" |
-  kn create --field-manager helm -f - >/dev/null
+  create_once kn create --field-manager helm -f - >/dev/null
 legacy_uids() { kn get deployment/legacy service/legacy configmap/legacy -o jsonpath='{range .items[*]}{.metadata.uid} {end}'; }
 legacy_pods() { kn get pods -l app.kubernetes.io/instance=legacy -o jsonpath='{range .items[*]}{.metadata.uid} {end}'; }
 kn wait deployment/legacy --for=condition=Available --timeout=60s >/dev/null
@@ -52,7 +52,7 @@ ok "deployment, service and configmap legacy, pods $before_pods"
 
 step "stencil run --watches: hello/demo and hello/legacy Ready and Deployed"
 start_stencil --watches "$CONFIG_DIR/watches.yaml"
-kn apply -f - >/dev/null <<'CR'
+create_once kn apply -f - >/dev/null <<'CR'
 apiVersion: charts.example.com/v1
 kind: Hello
 metadata: {name: demo}

@@ -48,7 +48,7 @@ kn wait webapp/demo --for=condition=Ready --timeout=90s >/dev/null
 ok "configmap/demo-config and pdb/demo pruned; deployment/demo and service/demo kept; Ready"
 
 step "an autoscaled WebApp gets an HPA that owns the replicas"
-kn apply -f "$smoke_root/crds/samples/webapp-autoscaled.yaml" >/dev/null
+create_once kn apply -f "$smoke_root/crds/samples/webapp-autoscaled.yaml" >/dev/null
 kn wait webapp/autoscaled --for=condition=Ready --timeout=90s >/dev/null
 expect_eq "hpa/autoscaled maxReplicas" 3 "$(kn get hpa/autoscaled -o jsonpath='{.spec.maxReplicas}')"
 managers=$(kn get deployment/autoscaled --show-managed-fields -o jsonpath='{range .metadata.managedFields[?(@.manager=="stencil")]}{.fieldsV1}{end}')

@@ -12,9 +12,9 @@ install_crds
 start_stencil --resync 10m
 
 step "a Service named demo exists before the WebApp demo"
-kn create service clusterip demo --tcp=80:80 >/dev/null
+create_once kn create service clusterip demo --tcp=80:80 >/dev/null
 rv=$(kn get service/demo -o jsonpath='{.metadata.resourceVersion}')
-kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
+create_once kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
 wait_for 30 "Ready=False OwnershipConflict" expect_ready_reason webapp/demo "False OwnershipConflict"
 msg=$(condition webapp/demo Ready message)
 [[ "$msg" == *Service/demo* ]] || fail "condition message '$msg' does not name Service/demo"

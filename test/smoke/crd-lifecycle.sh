@@ -30,7 +30,7 @@ YAML
 served() { metric "stencil_resource_served{resource=\"$crd\"}"; }
 readyz() { http_status "$STENCIL_HEALTH" /readyz; }
 apply_cache() {
-  sed "s|cache.example.com/v1alpha1|$group/v1alpha1|" "$smoke_root/crds/samples/memcached.yaml" | kn apply -f - >/dev/null
+  sed "s|cache.example.com/v1alpha1|$group/v1alpha1|" "$smoke_root/crds/samples/memcached.yaml" | create_once kn apply -f - >/dev/null
 }
 # ms_since T prints the milliseconds from $EPOCHREALTIME value T to now.
 ms_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }

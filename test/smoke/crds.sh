@@ -52,7 +52,7 @@ YAML
 ok "Memcached size 51 rejected"
 
 step "defaults are filled in by the API server"
-kn apply -f - >/dev/null <<'YAML'
+create_once kn apply -f - >/dev/null <<'YAML'
 apiVersion: apps.example.com/v1beta1
 kind: WebApp
 metadata:

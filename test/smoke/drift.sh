@@ -10,7 +10,7 @@ install_crds
 start_stencil
 
 step "a WebApp without spec.replicas gets a Deployment whose replicas stencil does not own"
-kn apply -f - >/dev/null <<'YAML'
+create_once kn apply -f - >/dev/null <<'YAML'
 apiVersion: apps.example.com/v1beta1
 kind: WebApp
 metadata:

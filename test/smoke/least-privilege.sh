@@ -25,12 +25,12 @@ user="system:serviceaccount:$NS:stencil"
 defer "$KUBECTL" delete clusterrolebinding,clusterrole "$role" --ignore-not-found
 
 step "a ServiceAccount bound to the ClusterRole of $(basename "$role_file") only"
-kn create serviceaccount stencil >/dev/null
-sed -E "0,/^  name: .*/s//  name: $role/" "$role_file" | k apply -f - >/dev/null
-k create clusterrolebinding "$role" --clusterrole="$role" --serviceaccount="$NS:stencil" >/dev/null
+create_once kn create serviceaccount stencil >/dev/null
+sed -E "0,/^  name: .*/s//  name: $role/" "$role_file" | create_once k apply -f - >/dev/null
+create_once k create clusterrolebinding "$role" --clusterrole="$role" --serviceaccount="$NS:stencil" >/dev/null
 # The Lease Role of deploy/base/role.yaml, in the namespace of the Lease.
-kn apply -f "$lease_role_file" >/dev/null
-kn create rolebinding stencil-leader-election --role=stencil-leader-election --serviceaccount="$NS:stencil" >/dev/null
+create_once kn apply -f "$lease_role_file" >/dev/null
+create_once kn create rolebinding stencil-leader-election --role=stencil-leader-election --serviceaccount="$NS:stencil" >/dev/null
 expect_eq "can $user update webapps" no "$(k auth can-i update webapps.apps.example.com -n "$NS" --as "$user" || true)"
 expect_eq "can $user read secrets" no "$(k auth can-i get secrets -n "$NS" --as "$user" || true)"
 ok "$user may not update webapps nor read secrets (what it may do, the run below shows)"
@@ -50,7 +50,7 @@ wait_for 30 "the Lease to be held" lease_held
 ok "lease/stencil-smoke held by $(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}')"
 
 step "create: the samples get their children and become Ready=True"
-kn apply -f "$smoke_root/crds/samples/" >/dev/null
+create_once kn apply -f "$smoke_root/crds/samples/" >/dev/null
 wait_for 90 "webapp/demo Ready=True" expect_ready_reason webapp/demo "True AllChildrenReady"
 wait_for 90 "memcached/cache Ready=True" expect_ready_reason memcached/cache "True AllChildrenReady"
 # The AppStack's app waits for its database, then reads its Service.
@@ -85,7 +85,7 @@ step "kubectl apply -k deploy/ --dry-run=server is accepted"
 # A server-side dry run creates nothing, so the namespaced objects need
 # stencil-system to exist already; it is made here (and removed) if absent.
 if ! k get namespace stencil-system >/dev/null 2>&1; then
-  k apply -f "$smoke_root/deploy/base/namespace.yaml" >/dev/null
+  create_once k apply -f "$smoke_root/deploy/base/namespace.yaml" >/dev/null
   defer "$KUBECTL" delete namespace stencil-system --wait=false
 fi
 out=$(k apply -k "$smoke_root/deploy/" --dry-run=server 2>&1) || fail "apply -k deploy/ --dry-run=server: $out"

@@ -3,7 +3,10 @@
 #   source "$(dirname "$0")/lib.sh"
 #   use_namespace plane          # fresh namespace in $NS, deleted on exit
 #   step "what is being checked"
-#   kn apply -f - <<EOF ... EOF  # kubectl in $NS
+#   create_once kn apply -f - <<EOF ... EOF
+#                                # kubectl in $NS; create_once takes the
+#                                # AlreadyExists of a retried create for
+#                                # success (test/cluster/env.sh)
 #   wait_for 60 "the thing to happen" CMD...
 #   ok "what was shown"
 #
@@ -85,7 +88,7 @@ wait_for() {
 # go away); if the scenario failed, what was in it is printed first.
 use_namespace() {
   NS="smoke-$1-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  k create namespace "$NS" >/dev/null
+  create_once k create namespace "$NS" >/dev/null
   k label namespace "$NS" stencil.dev/smoke="$SCENARIO" >/dev/null
   trap _cleanup EXIT
   echo "[$SCENARIO] namespace $NS"
@@ -216,7 +219,7 @@ stop_stencil() {
 apply_samples_ready() {
   local args=() n
   for n in "$@"; do args+=(-f "$smoke_root/crds/samples/$n.yaml"); done
-  kn apply "${args[@]}" >/dev/null
+  create_once kn apply "${args[@]}" >/dev/null
   kn wait "${args[@]}" --for=condition=Ready --timeout=90s >/dev/null
 }
 

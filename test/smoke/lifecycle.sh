@@ -11,7 +11,7 @@ install_crds
 start_stencil
 
 step "a new WebApp gets a Deployment and a Service owned by it"
-kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
+create_once kn apply -f "$smoke_root/crds/samples/webapp.yaml" >/dev/null
 uid=$(kn get webapp/demo -o jsonpath='{.metadata.uid}')
 for child in deployment/demo service/demo; do
   wait_for 30 "$child to be created" kn get "$child"

@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 use_namespace plane
 
 step "a Deployment with 2 replicas reaches readyReplicas 2 on a kwok node"
-kn apply -f - >/dev/null <<'EOF'
+create_once kn apply -f - >/dev/null <<'EOF'
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -34,9 +34,9 @@ expect_eq "pods with an IP" 2 "$(wc -w <<<"$ips")"
 ok "2 of 2 replicas ready on $nodes, pod IPs $ips"
 
 step "the garbage collector deletes a ConfigMap whose owner is deleted"
-kn create configmap owner --from-literal=role=owner >/dev/null
+create_once kn create configmap owner --from-literal=role=owner >/dev/null
 uid=$(kn get configmap owner -o jsonpath='{.metadata.uid}')
-kn apply -f - >/dev/null <<EOF
+create_once kn apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: ConfigMap
 metadata:

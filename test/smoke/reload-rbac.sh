@@ -37,19 +37,19 @@ defer "$KUBECTL" delete clusterrolebinding,clusterrole "$role" --ignore-not-foun
 # `stencil rbac --config CONFIG`.
 grant() {
   "$STENCIL" rbac --config "$1" | awk '/^---/ { exit } { print }' |
-    sed -E "0,/^  name: .*/s//  name: $role/" | k apply -f - >/dev/null
+    sed -E "0,/^  name: .*/s//  name: $role/" | create_once k apply -f - >/dev/null
 }
 
 step "stencil runs as $user, bound to what stencil rbac printed"
-kn create serviceaccount stencil >/dev/null
+create_once kn create serviceaccount stencil >/dev/null
 grant "$cfg"
-k create clusterrolebinding "$role" --clusterrole="$role" --serviceaccount="$NS:stencil" >/dev/null
+create_once k create clusterrolebinding "$role" --clusterrole="$role" --serviceaccount="$NS:stencil" >/dev/null
 expect_eq "can $user create configmaps" no "$(k auth can-i create configmaps -n "$NS" --as "$user" || true)"
 kubeconfig_sa=$(mktemp)
 defer rm -f "$kubeconfig_sa"
 k config view --raw --flatten | sed "s/^  user:\$/  user:\n    as: $user/" >"$kubeconfig_sa"
 start_stencil --config "$cfg" --kubeconfig "$kubeconfig_sa"
-kn apply -f - >/dev/null <<'YAML'
+create_once kn apply -f - >/dev/null <<'YAML'
 apiVersion: apps.example.com/v1beta1
 kind: WebApp
 metadata:

@@ -17,7 +17,7 @@ line=$(grep -n 'replicas: {{ .Spec.replicas }}' "$tmpl" | cut -d: -f1)
 start_stencil --config "$CONFIG_DIR/stencil.yaml"
 
 step "a WebApp without spec.replicas fails to render"
-kn apply -f - >/dev/null <<'YAML'
+create_once kn apply -f - >/dev/null <<'YAML'
 apiVersion: apps.example.com/v1beta1
 kind: WebApp
 metadata:
@@ -39,7 +39,7 @@ ok "Ready=False RenderFailed and Stalled=True RenderFailed: $msg"
 step "no retry storm: the failure is not retried while the WebApp is unchanged"
 errors_then=$(metric stencil_render_errors_total)
 # Let time pass doing real work: a second WebApp is created and becomes Ready.
-kn apply -f - >/dev/null <<'YAML'
+create_once kn apply -f - >/dev/null <<'YAML'
 apiVersion: apps.example.com/v1beta1
 kind: WebApp
 metadata:

@@ -43,7 +43,7 @@ ok "new holder $(kn get lease stencil-smoke -o jsonpath='{.spec.holderIdentity}'
 step "SIGTERM under leader election in the middle of a burst: in-flight reconciles finish, exit 0"
 for i in $(seq -w 1 40); do
   printf 'apiVersion: apps.example.com/v1beta1\nkind: WebApp\nmetadata: {name: burst-%s}\nspec: {image: registry.k8s.io/pause:3.10, replicas: 1}\n---\n' "$i"
-done | kn apply -f - >/dev/null
+done | create_once kn apply -f - >/dev/null
 base=$(metric stencil_reconcile_total)
 wait_for 30 "the burst to be under way" metric_at_least stencil_reconcile_total $((base + 1))
 stop_stencil 30

@@ -44,7 +44,7 @@ TMPL
 start_stencil --config "$CONFIG_DIR/stencil.yaml"
 
 step "a Memcached of size 3 renders a StatefulSet; Ready once its 3 pods are"
-kn apply -f - >/dev/null <<'YAML'
+create_once kn apply -f - >/dev/null <<'YAML'
 apiVersion: cache.example.com/v1alpha1
 kind: Memcached
 metadata: {name: cache}

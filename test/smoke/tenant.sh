@@ -65,9 +65,9 @@ start_stencil --config "$CONFIG_DIR/stencil.yaml"
 
 step "the tenant may create WebApps, and nothing else"
 tenant=system:serviceaccount:$NS:tenant
-kn create serviceaccount tenant >/dev/null
-kn create role webapp-author --verb=get,list,watch,create,update,patch --resource=webapps.apps.example.com >/dev/null
-kn create rolebinding webapp-author --role=webapp-author --serviceaccount="$NS:tenant" >/dev/null
+create_once kn create serviceaccount tenant >/dev/null
+create_once kn create role webapp-author --verb=get,list,watch,create,update,patch --resource=webapps.apps.example.com >/dev/null
+create_once kn create rolebinding webapp-author --role=webapp-author --serviceaccount="$NS:tenant" >/dev/null
 expect_eq "tenant may create webapps" yes "$(kn auth can-i create webapps.apps.example.com --as="$tenant" 2>/dev/null || true)"
 expect_eq "tenant may create pods" no "$(kn auth can-i create pods --as="$tenant" 2>/dev/null || true)"
 expect_eq "tenant may create configmaps" no "$(kn auth can-i create configmaps --as="$tenant" 2>/dev/null || true)"
@@ -90,7 +90,7 @@ json_str() {
   s=${s//$'\t'/\\t}
   printf '"%s"' "$s"
 }
-kn --as="$tenant" apply -f - >/dev/null <<JSON
+create_once kn --as="$tenant" apply -f - >/dev/null <<JSON
 {"apiVersion": "apps.example.com/v1beta1", "kind": "WebApp", "metadata": {"name": "hostile"},
  "spec": {"image": $(json_str "$image"), "config": {"region": "NO", "version": "1.20", "enabled": "on",
    "note": $(json_str "$note"), "owner": $(json_str "$owner"), "greeting": $(json_str "$greeting"),
