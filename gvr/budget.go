@@ -23,23 +23,33 @@ type RenderBudget struct {
 	// ListItems bounds the items of a list, or the entries of a map, any one
 	// function returns.
 	ListItems int64 `json:"listItems,omitempty"`
-	// IncludeDepth bounds the nesting of include and template calls.
+	// IncludeDepth bounds the nesting of include and template calls, and
+	// of tpl in chart mode.
 	IncludeDepth int64 `json:"includeDepth,omitempty"`
+	// TimeoutSeconds is the wall-clock backstop: a render still running
+	// after it stops at its next step, whatever its counts (work no count
+	// models cannot hold a worker). The counts decide first: they are the
+	// same on every replica, the clock is not.
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
 
-// DefaultRenderBudget is the budget of an entry that sets none (stringBytes
+// DefaultRenderBudget is the budget of an entry that sets none, about one
+// second of one core of a small machine: a step is about 0.5 µs of
+// text/template's work (a loop turn, an action, a call, a list item a
+// function reads, 64 bytes it copies), so a loop in a loop counting the
+// duplicates of a tenant's 500 hosts renders (2,250,000 steps, about a
+// second) and one over 50,000 hosts stops in about 1.5 seconds. stringBytes
 // is the output bound, 4 MiB, above etcd's 1.5 MiB: a function may return
-// any tenant data as stored, toJson of a whole spec included): a
-// chart-sized template renders in about 1% of its steps, a 2,000-item
-// list in a few percent; the whole budget is about half a second of one
-// core (a step is about a microsecond: a loop turn, a call).
-var DefaultRenderBudget = RenderBudget{Steps: 500_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100}
+// any tenant data as stored, toJson of a whole spec included. The clock
+// (timeoutSeconds) is the backstop, well above what the counts allow, so
+// that a loaded machine does not fail a render the counts let through.
+var DefaultRenderBudget = RenderBudget{Steps: 3_000_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100, TimeoutSeconds: 5}
 
 // renderBudgetMax is how far an entry may raise each bound: a budget is a
 // safety net, not a way to switch it off.
-var renderBudgetMax = RenderBudget{Steps: 100_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000}
+var renderBudgetMax = RenderBudget{Steps: 500_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000, TimeoutSeconds: 60}
 
-var renderBudgetFields = []string{"steps", "stringBytes", "listItems", "includeDepth"}
+var renderBudgetFields = []string{"steps", "stringBytes", "listItems", "includeDepth", "timeoutSeconds"}
 
 // WithDefaults returns b with every zero field set to its default.
 func (b RenderBudget) WithDefaults() RenderBudget {
@@ -55,6 +65,9 @@ func (b RenderBudget) WithDefaults() RenderBudget {
 	}
 	if b.IncludeDepth > 0 {
 		d.IncludeDepth = b.IncludeDepth
+	}
+	if b.TimeoutSeconds > 0 {
+		d.TimeoutSeconds = b.TimeoutSeconds
 	}
 	return d
 }
@@ -94,10 +107,11 @@ func (d *decoder) decodeRenderBudget(i int, entry string, v any) *RenderBudget {
 	b.StringBytes = field("stringBytes", renderBudgetMax.StringBytes)
 	b.ListItems = field("listItems", renderBudgetMax.ListItems)
 	b.IncludeDepth = field("includeDepth", renderBudgetMax.IncludeDepth)
+	b.TimeoutSeconds = field("timeoutSeconds", renderBudgetMax.TimeoutSeconds)
 	return b
 }
 
 // String describes the budget for logs and errors.
 func (b RenderBudget) String() string {
-	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth)
+	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d, timeoutSeconds %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth, b.TimeoutSeconds)
 }

@@ -48,17 +48,22 @@ func (s *Set) Chart() *chart.Chart { return s.chart }
 
 // renderChart renders the chart for parent: the release is the resource
 // (its name and namespace), its spec the values.
-func (s *Set) renderChart(parent *gvr.Object) (*Result, error) {
+func (s *Set) renderChart(parent *gvr.Object) (r *Result, err error) {
 	if err := checkParent(parent); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, &engine.RenderError{Template: s.res.Chart, Err: fmt.Errorf("render panicked: %v", p)}
+		}
+	}()
 	rel := chart.Release{Name: parent.Name, Namespace: parent.Namespace, Spec: parent.Spec, Overrides: s.res.OverrideValues,
 		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget}
 	out, err := s.chart.Render(context.Background(), rel)
 	if err != nil {
 		return nil, &engine.RenderError{Template: s.res.Chart, Err: err}
 	}
-	r := &Result{Hooks: out.Hooks, Notes: out.Notes, Release: parent.Name,
+	r = &Result{Hooks: out.Hooks, Notes: out.Notes, Release: parent.Name,
 		Status: map[string]any{StatusDeployedRelease: map[string]any{"name": parent.Name}}}
 	var errs []error
 	seen := map[childKey]string{}

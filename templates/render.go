@@ -45,7 +45,10 @@ func (s *Set) Render(parent *gvr.Object) (children []*unstructured.Unstructured,
 
 // withExecutor checks parent and runs f with an executor of the pool: one
 // render, under one budget.
-func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error {
+// A panic anywhere in the render (templates, decoding, the child
+// contract) is a *engine.RenderError, never a dead process: one resource's
+// input must not take the controller down for every tenant.
+func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) (err error) {
 	if err := checkParent(parent); err != nil {
 		return err
 	}
@@ -53,7 +56,14 @@ func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) error 
 	if err != nil {
 		return err
 	}
-	defer s.release(e)
+	defer func() {
+		if r := recover(); r != nil {
+			// Dropped, not pooled: it stopped half-way through a render.
+			err = &engine.RenderError{Err: fmt.Errorf("render panicked: %v", r)}
+			return
+		}
+		s.release(e)
+	}()
 	return f(e)
 }
 

@@ -30,24 +30,40 @@ package budget
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
+	"time"
 	"unicode/utf8"
 
 	"stencil.dev/stencil/gvr"
 )
 
 // StepFunc is the internal function the rewrite calls at the start of
-// every range iteration and template body.
+// every range iteration and template body: {{ __stencil_step N }} counts N
+// steps.
 const StepFunc = "__stencil_step"
+
+// StepTextFunc is StepFunc for chart mode, which also counts the bytes of
+// literal text the body prints, {{ __stencil_step_text N B }}: Helm's
+// writer is not stencil's to bound.
+const StepTextFunc = "__stencil_step_text"
 
 // Meter counts the work of one render against its limits. It is not safe
 // for concurrent use: each executor has its own, and a render uses one.
 type Meter struct {
 	limits gvr.RenderBudget
 	steps  int64
+	// output counts the bytes a render printed, where its writer is not
+	// stencil's (chart mode: Helm's engine writes into its own buffers).
+	output int64
+	// deadline is when the render must end (set at its first step), and
+	// ticks counts the charges between two looks at the clock.
+	deadline time.Time
+	ticks    uint32
 	// measured says, per function name, that each argument is measured
 	// before a call and how many bytes it may write for one (see Wrap).
 	measured map[string]int64
@@ -63,7 +79,9 @@ func (meter *Meter) Limits() gvr.RenderBudget { return meter.limits }
 func (meter *Meter) Steps() int64 { return meter.steps }
 
 // Reset readies the meter for the next render.
-func (meter *Meter) Reset() { meter.steps = 0 }
+func (meter *Meter) Reset() {
+	meter.steps, meter.output, meter.deadline, meter.ticks = 0, 0, time.Time{}, 0
+}
 
 // ErrExceeded is what every render past its budget wraps; find it
 // with errors.Is.
@@ -83,19 +101,64 @@ type Error struct {
 // Error reads "render budget exceeded: until returns 300000000 items, over
 // renderBudget.listItems 100000".
 func (e *Error) Error() string {
+	if e.Bound == "timeoutSeconds" {
+		return fmt.Sprintf("%v: %s, over renderBudget.%s %d (the clock is the backstop: raise steps or timeoutSeconds if the template is right)", ErrExceeded, e.What, e.Bound, e.Limit)
+	}
 	return fmt.Sprintf("%v: %s, over renderBudget.%s %d", ErrExceeded, e.What, e.Bound, e.Limit)
 }
 
 // Is makes errors.Is(err, ErrExceeded) hold.
 func (e *Error) Is(target error) bool { return target == ErrExceeded }
 
-// Charge adds n steps and fails once the render is past its budget.
+// clockEvery is how many charges pass between two looks at the clock: a
+// charge is at most a few microseconds of work, so a render overruns its
+// deadline by well under a millisecond, and reading the clock costs
+// nothing measurable.
+const clockEvery = 64
+
+// Charge adds n steps and fails once the render is past its budget, or
+// past its deadline (the backstop for work no count models). n is
+// saturated: no count, however large, wraps into a small one.
 func (meter *Meter) Charge(n int64) error {
-	meter.steps += n
+	meter.steps = satAdd(meter.steps, max(n, 0))
 	if meter.steps > meter.limits.Steps {
 		return &Error{Bound: "steps", Limit: meter.limits.Steps, What: fmt.Sprintf("more than %d steps", meter.limits.Steps)}
 	}
+	meter.ticks++
+	if meter.ticks%clockEvery == 1 {
+		return meter.checkClock()
+	}
 	return nil
+}
+
+// checkClock starts the render's deadline at its first charge, and fails
+// once it has passed.
+func (meter *Meter) checkClock() error {
+	if meter.limits.TimeoutSeconds <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if meter.deadline.IsZero() {
+		meter.deadline = now.Add(time.Duration(meter.limits.TimeoutSeconds) * time.Second)
+		return nil
+	}
+	if now.After(meter.deadline) {
+		return &Error{Bound: "timeoutSeconds", Limit: meter.limits.TimeoutSeconds, What: fmt.Sprintf("the render ran past %ds", meter.limits.TimeoutSeconds)}
+	}
+	return nil
+}
+
+// Output counts n bytes printed where stencil does not own the writer
+// (chart mode), and fails once the render printed more than stringBytes,
+// the bound stencil's own writer keeps for its templates. Text printed
+// into an include that is then printed counts twice: the bound is on the
+// work of printing, an upper bound of the output.
+func (meter *Meter) Output(n int64) error {
+	meter.output = satAdd(meter.output, max(n, 0))
+	if meter.output > meter.limits.StringBytes {
+		return &Error{Bound: "stringBytes", Limit: meter.limits.StringBytes, What: fmt.Sprintf("the render printed more than %d bytes", meter.limits.StringBytes)}
+	}
+	return meter.Charge(n / 64)
 }
 
 // chargeResult charges what one call of name returned, and fails when it is
@@ -160,9 +223,10 @@ func (meter *Meter) Measured(name string, v any) error {
 	case nil, bool, int, int64, float64:
 		return nil
 	}
-	var size int64
+	var size, nodes int64
 	var walk func(v any, depth int) bool
 	walk = func(v any, depth int) bool {
+		nodes++
 		if depth > 10_000 {
 			size = limit + 1
 			return false
@@ -216,7 +280,9 @@ func (meter *Meter) Measured(name string, v any) error {
 	if size > limit {
 		return &Error{Bound: "stringBytes", Limit: limit, What: fmt.Sprintf("%s would write more than %d bytes", name, limit)}
 	}
-	return meter.Charge(size / 64)
+	// A serialiser's work is per node as much as per byte; YAML's (through
+	// JSON, then a node tree) several times JSON's.
+	return meter.Charge(satMul(size/64+nodes, max(serialiserWeight[name], 1)))
 }
 
 // guard checks a call before it runs; args are the call's arguments.
@@ -225,11 +291,11 @@ type guard func(meter *Meter, name string, args []any) error
 // guards are the functions whose result can be far larger than their
 // arguments, each checked before it runs.
 var guards = map[string]guard{
-	"until":     func(meter *Meter, name string, a []any) error { return meter.Items(name, abs(toInt(a, 0))) },
+	"until":     guardUntil,
 	"untilStep": guardUntilStep,
 	"seq":       guardSeq,
 	"repeat": func(meter *Meter, name string, a []any) error {
-		return meter.Text(name, toInt(a, 0)*int64(len(str(a, 1))))
+		return meter.Text(name, satMul(satAbs(toInt(a, 0)), int64(len(str(a, 1)))))
 	},
 	"indent":                     guardIndent,
 	"nindent":                    guardIndent,
@@ -254,40 +320,106 @@ var guards = map[string]guard{
 	"mustWithout":                guardQuadratic,
 }
 
-func guardUntilStep(meter *Meter, name string, a []any) error {
-	start, stop, step := toInt(a, 0), toInt(a, 1), toInt(a, 2)
-	if step == 0 || (stop-start)/step < 0 {
-		return nil // sprig returns an empty list
+// guardUntil is until N: sprig counts from 0 to N, down when N is
+// negative, so until of math.MinInt64 is 2^63 items, not a negative count.
+func guardUntil(meter *Meter, name string, a []any) error {
+	n := toInt(a, 0)
+	step := int64(1)
+	if n < 0 {
+		step = -1
 	}
-	return meter.Items(name, (stop-start)/step+1)
+	return meter.span(name, 0, n, step)
 }
 
+func guardUntilStep(meter *Meter, name string, a []any) error {
+	return meter.span(name, toInt(a, 0), toInt(a, 1), toInt(a, 2))
+}
+
+// guardSeq is seq's arguments turned into the untilStep sprig calls,
+// with the same wrapping arithmetic sprig does (seq of math.MaxInt64 asks
+// for 1 up to math.MinInt64, which is nothing).
 func guardSeq(meter *Meter, name string, a []any) error {
-	var first, last, step int64 = 1, 0, 1
+	var start, end, step int64
 	switch len(a) {
 	case 1:
-		last = toInt(a, 0)
+		start, end, step = 1, toInt(a, 0), 1
+		if end < start {
+			step = -1
+		}
 	case 2:
-		first, last = toInt(a, 0), toInt(a, 1)
+		start, end, step = toInt(a, 0), toInt(a, 1), 1
+		if end < start {
+			step = -1
+		}
 	case 3:
-		first, step, last = toInt(a, 0), toInt(a, 1), toInt(a, 2)
+		start, step, end = toInt(a, 0), toInt(a, 1), toInt(a, 2)
+		if end < start {
+			if step > 0 {
+				return nil
+			}
+			return meter.span(name, start, end-1, step)
+		}
+		return meter.span(name, start, end+1, step)
 	default:
 		return nil
 	}
-	if step == 0 {
-		return nil
+	return meter.span(name, start, end+step, step)
+}
+
+// span checks sprig's untilStep(start, stop, step) before it runs: the
+// items it returns, counted without overflow, and whether its counter
+// would wrap past the int64 limits, in which case sprig would loop until
+// the process runs out of memory: refused.
+func (meter *Meter) span(name string, start, stop, step int64) error {
+	n, wraps := stepCount(start, stop, step)
+	if wraps {
+		return &Error{Bound: "listItems", Limit: meter.limits.ListItems,
+			What: fmt.Sprintf("%s from %d to %d by %d never ends (its counter would pass the int64 limit)", name, start, stop, step)}
 	}
-	return meter.Items(name, abs((last-first)/step)+1)
+	return meter.Items(name, n)
+}
+
+// stepCount is how many items untilStep(start, stop, step) appends, as a
+// saturated int64, and whether its counter would wrap around instead of
+// reaching stop. The arithmetic is in uint64 offsets from math.MinInt64,
+// where no difference of two int64s overflows.
+func stepCount(start, stop, step int64) (n int64, wraps bool) {
+	off := func(x int64) uint64 { return uint64(x) ^ (1 << 63) }
+	var dist, size uint64
+	switch {
+	case stop > start && step > 0:
+		dist, size = off(stop)-off(start), uint64(step)
+	case stop < start && step < 0:
+		dist, size = off(start)-off(stop), uint64(-(step+1))+1
+	default:
+		return 0, false
+	}
+	count := dist / size
+	if dist%size != 0 {
+		count++
+	}
+	// The last item is start + (count-1)*step; the counter then moves
+	// once more, and must not wrap.
+	last := (count - 1) * size
+	if step > 0 {
+		wraps = off(start)+last > math.MaxUint64-size
+	} else {
+		wraps = off(start)-last < size
+	}
+	if count > math.MaxInt64 {
+		return math.MaxInt64, wraps
+	}
+	return int64(count), wraps
 }
 
 func guardIndent(meter *Meter, name string, a []any) error {
 	s := str(a, 1)
-	return meter.Text(name, int64(len(s))+abs(toInt(a, 0))*int64(strings.Count(s, "\n")+2))
+	return meter.Text(name, satAdd(int64(len(s)), satMul(satAbs(toInt(a, 0)), int64(strings.Count(s, "\n")+2))))
 }
 
 func guardWrapWith(meter *Meter, name string, a []any) error {
 	n, sep, s := max(toInt(a, 0), 1), str(a, 1), str(a, 2)
-	return meter.Text(name, int64(len(s))+int64(len(s))/n*int64(len(sep))+int64(len(sep)))
+	return meter.Text(name, satAdd(int64(len(s)), satMul(int64(len(s))/n+1, int64(len(sep)))))
 }
 
 func guardReplace(meter *Meter, name string, a []any) error {
@@ -296,7 +428,7 @@ func guardReplace(meter *Meter, name string, a []any) error {
 		return nil
 	}
 	n := int64(strings.Count(s, old))
-	return meter.Text(name, int64(len(s))+n*int64(len(repl)-len(old)))
+	return meter.Text(name, satAdd(int64(len(s)), satMul(n, int64(len(repl)-len(old)))))
 }
 
 // guardSplit counts the parts of splitting argument s by argument sep.
@@ -342,7 +474,7 @@ func guardRegexReplace(meter *Meter, name string, a []any) error {
 	n := int64(len(r.FindAllStringIndex(s, limit)))
 	// Each $ in the replacement may stand for a whole match, and the
 	// matches together are at most the text.
-	return meter.Text(name, int64(len(s))+n*int64(len(repl))+int64(strings.Count(repl, "$"))*int64(len(s)))
+	return meter.Text(name, satAdd(satAdd(int64(len(s)), satMul(n, int64(len(repl)))), satMul(int64(strings.Count(repl, "$")), int64(len(s)))))
 }
 
 // guardPrintf refuses a width or precision (%0100000000d, %.*s with a
@@ -383,8 +515,8 @@ func checkFormat(meter *Meter, name, format string, args []any) error {
 	}
 	if star {
 		for i := range args {
-			if abs(toInt(args, i)) > meter.limits.StringBytes {
-				return meter.Text(name, abs(toInt(args, i)))
+			if n := satAbs(toInt(args, i)); n > meter.limits.StringBytes {
+				return meter.Text(name, n)
 			}
 		}
 	}
@@ -395,7 +527,7 @@ func guardConcat(meter *Meter, name string, a []any) error {
 	var n int64
 	for _, l := range a {
 		if rv := reflect.ValueOf(l); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
-			n += int64(rv.Len())
+			n = satAdd(n, int64(rv.Len()))
 		}
 	}
 	return meter.Items(name, n)
@@ -413,7 +545,7 @@ func guardQuadratic(meter *Meter, name string, a []any) error {
 	} else {
 		m = int64(len(a) - 1)
 	}
-	return meter.Charge(n * m / 64)
+	return meter.Charge(satMul(n, m) / 64)
 }
 
 func first(a []any) any {
@@ -423,8 +555,9 @@ func first(a []any) any {
 	return a[0]
 }
 
-// toInt reads argument i as sprig does with toInt64 (0 when it is not a
-// number).
+// toInt reads argument i as sprig's toInt64 does (0 when it is not a
+// number), saturated at the int64 limits: the guards compare sizes, and a
+// size must never wrap into a small one.
 func toInt(a []any, i int) int64 {
 	if i >= len(a) {
 		return 0
@@ -437,41 +570,82 @@ func toInt(a []any, i int) int64 {
 	case int32:
 		return int64(v)
 	case float64:
-		if v > 1e18 || v < -1e18 {
-			return 1e18
-		}
-		return int64(v)
+		return floatToInt(v)
+	case float32:
+		return floatToInt(float64(v))
 	case string:
-		var n int64
-		for _, c := range v {
-			if c < '0' || c > '9' {
-				break
+		s := strings.TrimSpace(v)
+		if n, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return n
+		} else if errors.Is(err, strconv.ErrRange) {
+			if strings.HasPrefix(s, "-") {
+				return math.MinInt64
 			}
-			n = n*10 + int64(c-'0')
-			if n > 1e18 {
-				return 1e18
-			}
+			return math.MaxInt64
 		}
-		return n
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return floatToInt(f)
+		}
+		return 0
 	}
 	rv := reflect.ValueOf(a[i])
 	switch rv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return rv.Int()
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if rv.Uint() > 1e18 {
-			return 1e18
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if rv.Uint() > math.MaxInt64 {
+			return math.MaxInt64
 		}
 		return int64(rv.Uint())
+	case reflect.Float32, reflect.Float64:
+		return floatToInt(rv.Float())
 	}
 	return 0
 }
 
-func abs(n int64) int64 {
-	if n < 0 {
+// floatToInt truncates f, saturating at the int64 limits (NaN is 0).
+func floatToInt(f float64) int64 {
+	switch {
+	case f != f:
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// satAbs is |n|, with |math.MinInt64| saturated to math.MaxInt64 (Go's
+// -n leaves it negative).
+func satAbs(n int64) int64 {
+	switch {
+	case n == math.MinInt64:
+		return math.MaxInt64
+	case n < 0:
 		return -n
 	}
 	return n
+}
+
+// satAdd adds two sizes (negative ones count as 0), saturating at
+// math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// satMul multiplies two sizes (negative ones count as 0), saturating at
+// math.MaxInt64.
+func satMul(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // str reads argument i as text.
@@ -504,8 +678,73 @@ func Wrap(funcs template.FuncMap, meter *Meter, measured map[string]int64) templ
 		out[name] = wrapFunc(meter, name, fn)
 	}
 	out[StepFunc] = func(n int) (string, error) { return "", meter.Charge(int64(n)) }
+	out[StepTextFunc] = func(n, text int) (string, error) {
+		if err := meter.Output(int64(text)); err != nil {
+			return "", err
+		}
+		return "", meter.Charge(int64(n))
+	}
 	return out
 }
+
+// serialiserWeight is how many times a copy's work the serialisers do
+// per node and byte they write (measured: toYaml about 4x toJson).
+var serialiserWeight = map[string]int64{"toYaml": 4, "mustToYaml": 4, "toYamlPretty": 4, "toToml": 4, "mustToToml": 4}
+
+// perByte are the functions whose work per byte of their text arguments
+// is far above a copy's (parsers, regular expressions): a step per so many
+// bytes, where other functions cost a step per 64: a step is about 0.5 µs
+// of work on a 2-core machine, whatever the function.
+var perByte = map[string]int64{
+	"fromYaml": 2, "fromYamlArray": 2, "fromJson": 4, "fromJsonArray": 4, "fromToml": 2,
+	"regexMatch": 8, "mustRegexMatch": 8, "regexFind": 8, "mustRegexFind": 8, "regexFindAll": 8, "mustRegexFindAll": 8,
+	"regexReplaceAll": 8, "mustRegexReplaceAll": 8, "regexReplaceAllLiteral": 8, "mustRegexReplaceAllLiteral": 8,
+	"regexSplit": 8, "mustRegexSplit": 8, "semverCompare": 8, "semver": 8,
+}
+
+// fixedCost are the deliberately slow functions (key stretching, key
+// generation), charged what one call takes on a 2-core machine, in steps
+// of about 0.5 µs: derivePassword is scrypt at about 0.2 s a call, so a
+// default budget affords a few calls, not one per user of a list.
+var fixedCost = map[string]int64{
+	"derivePassword": 500_000, "bcrypt": 150_000, "htpasswd": 150_000,
+	"genPrivateKey": 1_200_000, "genCA": 400_000, "genCAWithKey": 400_000,
+	"genSelfSignedCert": 400_000, "genSelfSignedCertWithKey": 400_000,
+	"genSignedCert": 400_000, "genSignedCertWithKey": 400_000,
+}
+
+// ArgCost is what an argument costs a call, whatever the function does
+// with it: a step per list item or map entry and per 64 bytes of text
+// (div bytes for the functions of perByte). A function that scans its
+// input (has, contains, join, b64enc, sha256sum) pays for the scan, so a
+// call inside a loop costs what it does, not one step.
+func ArgCost(v any, div int64) int64 {
+	switch t := v.(type) {
+	case nil, bool, int, int64, float64:
+		return 0
+	case string:
+		return int64(len(t)) / div
+	case []any:
+		return int64(len(t))
+	case map[string]any:
+		return int64(len(t))
+	case []string:
+		return int64(len(t))
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map, reflect.Chan:
+		return int64(rv.Len())
+	case reflect.String:
+		return int64(rv.Len()) / div
+	}
+	return 0
+}
+
+// Before runs the checks of a call of name with args where the function
+// itself is not stencil's to wrap (Helm's own, in chart mode): its cost,
+// and the measures and guards of its name.
+func (meter *Meter) Before(name string, args ...any) error { return meter.before(name, args) }
 
 // before runs the checks of a call of name with args.
 func (meter *Meter) before(name string, args []any) error {
@@ -515,7 +754,15 @@ func (meter *Meter) before(name string, args []any) error {
 // beforeCall is before with name's entries of measured and guards,
 // looked up once when the function is wrapped.
 func (meter *Meter) beforeCall(name string, measure int64, g guard, args []any) error {
-	if err := meter.Charge(1); err != nil {
+	cost := 1 + fixedCost[name]
+	div := perByte[name]
+	if div == 0 {
+		div = 64
+	}
+	for _, a := range args {
+		cost = satAdd(cost, ArgCost(a, div))
+	}
+	if err := meter.Charge(cost); err != nil {
 		return err
 	}
 	if measure > 0 {
@@ -531,7 +778,7 @@ func (meter *Meter) beforeCall(name string, measure int64, g guard, args []any) 
 					n += int64(len(s))
 				}
 			}
-			if err := meter.Text(name, n*measure); err != nil {
+			if err := meter.Text(name, satMul(n, measure)); err != nil {
 				return err
 			}
 		}
@@ -552,15 +799,13 @@ func mustNot(err error) {
 }
 
 // wrapFunc wraps fn (see Wrap). The common signatures get a typed
-// wrapper; the rest go through reflection.
+// wrapper, which charges what its arguments cost (ArgCost) without
+// boxing them; the functions with checks (measured, guarded, priced per
+// byte or fixed) and the rest go through beforeCall.
 func wrapFunc(meter *Meter, name string, fn any) any {
 	measure, g := meter.measured[name], guards[name]
-	checked := measure > 0 || g != nil
-	before := func(args []any) error {
-		if !checked {
-			return meter.Charge(1)
-		}
-		return meter.beforeCall(name, measure, g, args)
+	if measure > 0 || g != nil || perByte[name] > 0 || fixedCost[name] > 0 {
+		return wrapChecked(meter, name, fn, measure, g)
 	}
 	switch f := fn.(type) {
 	case func(string) string:
@@ -572,22 +817,14 @@ func wrapFunc(meter *Meter, name string, fn any) any {
 		}
 	case func(any) string:
 		return func(v any) string {
-			if checked {
-				mustNot(before([]any{v}))
-			} else {
-				mustNot(meter.Charge(1))
-			}
+			mustNot(meter.Charge(1 + ArgCost(v, 64)))
 			r := f(v)
 			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any) (string, error):
 		return func(v any) (string, error) {
-			if checked {
-				if err := before([]any{v}); err != nil {
-					return "", err
-				}
-			} else if err := meter.Charge(1); err != nil {
+			if err := meter.Charge(1 + ArgCost(v, 64)); err != nil {
 				return "", err
 			}
 			r, err := f(v)
@@ -598,11 +835,7 @@ func wrapFunc(meter *Meter, name string, fn any) any {
 		}
 	case func(int, string) string:
 		return func(n int, s string) string {
-			if checked {
-				mustNot(before([]any{n, s}))
-			} else {
-				mustNot(meter.Charge(1))
-			}
+			mustNot(meter.Charge(1 + int64(len(s))/64))
 			r := f(n, s)
 			mustNot(meter.chargeResult(name, r))
 			return r
@@ -616,30 +849,30 @@ func wrapFunc(meter *Meter, name string, fn any) any {
 		}
 	case func(...any) string:
 		return func(args ...any) string {
-			mustNot(before(args))
+			mustNot(meter.before(name, args))
 			r := f(args...)
 			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any, ...any) any:
 		return func(v any, args ...any) any {
-			if checked {
-				mustNot(before(append([]any{v}, args...)))
-			} else {
-				mustNot(meter.Charge(1))
+			cost := 1 + ArgCost(v, 64)
+			for _, a := range args {
+				cost = satAdd(cost, ArgCost(a, 64))
 			}
+			mustNot(meter.Charge(cost))
 			r := f(v, args...)
 			mustNot(meter.chargeResult(name, r))
 			return r
 		}
 	case func(any, string) bool:
 		return func(v any, s string) bool {
-			mustNot(meter.Charge(1))
+			mustNot(meter.Charge(1 + ArgCost(v, 64) + int64(len(s))/64))
 			return f(v, s)
 		}
 	case func(any, string, any) any:
 		return func(m any, k string, d any) any {
-			mustNot(meter.Charge(1))
+			mustNot(meter.Charge(1 + int64(len(k))/64))
 			r := f(m, k, d)
 			mustNot(meter.chargeResult(name, r))
 			return r
@@ -651,14 +884,14 @@ func wrapFunc(meter *Meter, name string, fn any) any {
 		}
 	case func(string, any) (any, error):
 		return func(s string, v any) (any, error) {
-			if err := meter.Charge(1); err != nil {
+			if err := meter.Charge(1 + int64(len(s))/64); err != nil {
 				return nil, err
 			}
 			return f(s, v)
 		}
 	case func(string, ...any) string:
 		return func(format string, args ...any) string {
-			mustNot(meter.Charge(1))
+			mustNot(meter.Charge(1 + int64(len(format))/64))
 			for _, v := range args {
 				mustNot(meter.Measured(name, v))
 			}
@@ -669,11 +902,78 @@ func wrapFunc(meter *Meter, name string, fn any) any {
 		}
 	case func(string, string, string) string:
 		return func(a, b, c string) string {
-			if checked {
-				mustNot(before([]any{a, b, c}))
-			} else {
-				mustNot(meter.Charge(1))
+			mustNot(meter.Charge(1 + int64(len(a)+len(b)+len(c))/64))
+			r := f(a, b, c)
+			mustNot(meter.chargeResult(name, r))
+			return r
+		}
+	}
+	return wrapReflect(meter, name, fn)
+}
+
+// wrapChecked wraps a function with checks before it runs: the typed
+// forms of the common signatures, the rest through reflection.
+func wrapChecked(meter *Meter, name string, fn any, measure int64, g guard) any {
+	before := func(args ...any) error { return meter.beforeCall(name, measure, g, args) }
+	switch f := fn.(type) {
+	case func(any) string:
+		return func(v any) string {
+			mustNot(before(v))
+			r := f(v)
+			mustNot(meter.chargeResult(name, r))
+			return r
+		}
+	case func(any) (string, error):
+		return func(v any) (string, error) {
+			if err := before(v); err != nil {
+				return "", err
 			}
+			r, err := f(v)
+			if err != nil {
+				return r, err
+			}
+			return r, meter.chargeResult(name, r)
+		}
+	case func(int, string) string:
+		return func(n int, s string) string {
+			mustNot(before(n, s))
+			r := f(n, s)
+			mustNot(meter.chargeResult(name, r))
+			return r
+		}
+	case func(...any) string:
+		return func(args ...any) string {
+			mustNot(before(args...))
+			r := f(args...)
+			mustNot(meter.chargeResult(name, r))
+			return r
+		}
+	case func(any, ...any) any:
+		return func(v any, args ...any) any {
+			mustNot(before(append([]any{v}, args...)...))
+			r := f(v, args...)
+			mustNot(meter.chargeResult(name, r))
+			return r
+		}
+	case func(string, ...any) string:
+		// printf: its arguments measured, its widths checked.
+		return func(format string, args ...any) string {
+			cost := 1 + fixedCost[name] + int64(len(format))/64
+			for _, v := range args {
+				cost = satAdd(cost, ArgCost(v, 64))
+			}
+			mustNot(meter.Charge(cost))
+			for _, v := range args {
+				mustNot(meter.Measured(name, v))
+			}
+			mustNot(checkFormat(meter, name, format, args))
+			r := f(format, args...)
+			mustNot(meter.chargeResult(name, r))
+			return r
+		}
+	case func(string, string, string) string:
+		return func(a, b, c string) string {
+			mustNot(before(a, b, c))
 			r := f(a, b, c)
 			mustNot(meter.chargeResult(name, r))
 			return r

@@ -51,6 +51,9 @@ type Chart struct {
 	path string
 	// crds lists the files of crds/ (root and subcharts): not installed.
 	crds []string
+	// templates counts the templates of the chart and its subcharts: what
+	// each tpl call clones.
+	templates int
 }
 
 // Load loads the chart directory or .tgz at p, checks what Helm checks
@@ -84,6 +87,7 @@ func Load(p string) (*Chart, error) {
 			c.crds = append(c.crds, crd.Filename)
 		}
 		prefix := sub.ChartFullPath() + "/"
+		c.templates += len(sub.Templates)
 		for i, f := range sub.Templates {
 			if !isTemplate(f.Name) {
 				continue
@@ -284,7 +288,7 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 		return nil, nil, err
 	}
 	st := engine.NewState(rel.Budget, false)
-	p := &printer{st: &st, clock: clock}
+	p := &printer{st: &st, clock: clock, templates: int64(c.templates)}
 	found := map[string]bool{}
 	tenantStrings(rel.Spec, found)
 	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })
@@ -323,20 +327,45 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 }
 
 // renderError is the error of a failed render: the refused function or
-// the budget it went past, named plainly; otherwise Helm's own message,
-// which names the template, line and column.
+// the budget it went past, named plainly with the chart's template and
+// line where the render was; otherwise Helm's own message, which names
+// the template, line and column.
 func (p *printer) renderError(err error) error {
 	if p.refused != nil {
 		return p.refused
 	}
 	msg := err.Error()
-	for _, internal := range []string{valueFunc, resolveFunc, budget.StepFunc} {
+	var bound *budget.Error
+	if errors.As(err, &bound) {
+		return fmt.Errorf("%s%w", where(msg), bound)
+	}
+	for _, internal := range []string{valueFunc, resolveFunc, tplEndFunc, budget.StepFunc} {
 		msg = strings.ReplaceAll(msg, " | "+internal, "")
 	}
 	if strings.Contains(msg, budget.ErrExceeded.Error()) {
 		return fmt.Errorf("%w: %s", budget.ErrExceeded, strings.Replace(msg, budget.ErrExceeded.Error()+": ", "", 1))
 	}
 	return errors.New(msg)
+}
+
+// where is "template:line: " of the outermost template a text/template
+// error names ("template: probe/templates/cm.yaml:6:7: executing ..."),
+// "" when it names none. A bound reached inside tpl inside tpl is reported
+// where the chart's own template called the first, not with every text
+// on the way.
+func where(msg string) string {
+	rest, ok := strings.CutPrefix(msg, "template: ")
+	if !ok {
+		return ""
+	}
+	loc, _, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return ""
+	}
+	if parts := strings.Split(loc, ":"); len(parts) >= 2 {
+		loc = parts[0] + ":" + parts[1]
+	}
+	return loc + ": "
 }
 
 // copyChart copies ch deeply enough that Helm's dependency processing

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/template/parse"
 
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -28,7 +29,31 @@ const (
 	// refusedFunc replaces a call of a function whose result differs on
 	// every render, so that the failure names the template and line.
 	refusedFunc = "__chart_refused"
+	// costFunc comes before each of Helm's own functions that serialise
+	// or parse (helmMetered): {{ toYaml (__chart_cost "toYaml" X) }}
+	// charges what Helm's function will do with X, and refuses what would
+	// be too large, before it runs; it returns X.
+	costFunc = "__chart_cost"
+	// tplTextFunc rewrites the text tpl is given as the chart's templates
+	// are rewritten at load, so that the text tpl runs is counted and
+	// printed through valueFunc too; tplEndFunc follows the tpl, so that
+	// the nesting of tpl is bounded as include's is.
+	tplTextFunc = "__chart_tpl_text"
+	tplEndFunc  = "__chart_tpl_end"
 )
+
+// internalPrefixes start the names of the rewrite's functions: text given
+// to tpl may not call them.
+var internalPrefixes = []string{"__chart_", "__stencil_"}
+
+// helmMetered are Helm's own functions that serialise or parse data
+// (Helm defines them, so stencil cannot wrap them as it wraps sprig's):
+// the rewrite puts costFunc before each.
+var helmMetered = map[string]bool{
+	"toYaml": true, "mustToYaml": true, "toYamlPretty": true, "fromYaml": true, "fromYamlArray": true,
+	"toJson": true, "mustToJson": true, "fromJson": true, "fromJsonArray": true,
+	"toToml": true, "mustToToml": true, "fromToml": true,
+}
 
 // structural are the functions whose output is structure when they end a
 // printing action: the chart's API (values it serialises are structure).
@@ -127,13 +152,49 @@ func rewriteTree(tree *parse.Tree) {
 			if n.List == nil {
 				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
 			}
-			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(engine.StepAction(n.Pos, n.Line, engine.StepCost(n.List))))
+			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepAction(n.Pos, n.Line, engine.TurnCost(n.List), literal(n.List))))
 		case *parse.TemplateNode:
 			pipes(tree, n.Pipe, false, cores)
 		}
 	}
 	walk(tree.Root)
-	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(engine.StepAction(tree.Root.Pos, 1, 1)))
+	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepAction(tree.Root.Pos, 1, 1, literal(tree.Root))))
+}
+
+// stepAction is package engine's step, which also counts the literal
+// bytes of its body as printed: Helm writes into buffers of its own, so
+// the output bound is kept by counting what is printed, literal text
+// here and values in valueFunc.
+func stepAction(pos parse.Pos, line int, steps, bytes int64) *parse.ActionNode {
+	a := engine.StepAction(pos, line, steps)
+	if bytes > 0 {
+		cmd := a.Pipe.Cmds[0]
+		cmd.Args[0] = parse.NewIdentifier(budget.StepTextFunc).SetPos(pos)
+		cmd.Args = append(cmd.Args, &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: bytes, Text: strconv.FormatInt(bytes, 10)})
+	}
+	return a
+}
+
+// literal is the bytes of literal text one run of list prints at most:
+// its own and its branches' (a range inside counts its own per turn).
+func literal(list *parse.ListNode) int64 {
+	if list == nil {
+		return 0
+	}
+	var n int64
+	for _, node := range list.Nodes {
+		switch node := node.(type) {
+		case *parse.TextNode:
+			n += int64(len(node.Text))
+		case *parse.IfNode:
+			n += literal(node.List) + literal(node.ElseList)
+		case *parse.WithNode:
+			n += literal(node.List) + literal(node.ElseList)
+		case *parse.RangeNode:
+			n += literal(node.ElseList)
+		}
+	}
+	return n
 }
 
 // printing ends the printing pipe's value in valueFunc,
@@ -205,6 +266,18 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 				parse.Node(str(loc+" "+name, c.Pos)))
 			continue
 		}
+		if helmMetered[name] {
+			i += meter(pipe, i, name)
+			c = pipe.Cmds[i]
+		}
+		if name == "tpl" && len(c.Args) > 1 {
+			c.Args[1] = &parse.PipeNode{NodeType: parse.NodePipe, Pos: c.Pos, Cmds: []*parse.CommandNode{
+				{NodeType: parse.NodeCommand, Pos: c.Pos, Args: []parse.Node{parse.NewIdentifier(tplTextFunc).SetPos(c.Pos), c.Args[1]}},
+			}}
+			pipe.Cmds = slices.Insert(pipe.Cmds, i+1, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: c.Pos,
+				Args: []parse.Node{parse.NewIdentifier(tplEndFunc).SetPos(c.Pos)}})
+			i++
+		}
 		if !rendersText[name] || cores[c] {
 			continue
 		}
@@ -217,6 +290,25 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 			Args: []parse.Node{parse.NewIdentifier(resolveFunc).SetPos(c.Pos)}})
 		i++
 	}
+}
+
+// meter puts costFunc before the call of Helm's function name, command i
+// of pipe: around each argument it is given, and before it in the pipe
+// when a value is piped into it. It returns how many commands it
+// inserted before the call.
+func meter(pipe *parse.PipeNode, i int, name string) int {
+	c := pipe.Cmds[i]
+	for k := 1; k < len(c.Args); k++ {
+		c.Args[k] = &parse.PipeNode{NodeType: parse.NodePipe, Pos: c.Pos, Cmds: []*parse.CommandNode{
+			{NodeType: parse.NodeCommand, Pos: c.Pos, Args: []parse.Node{parse.NewIdentifier(costFunc).SetPos(c.Pos), str(name, c.Pos), c.Args[k]}},
+		}}
+	}
+	if i == 0 {
+		return 0
+	}
+	pipe.Cmds = slices.Insert(pipe.Cmds, i, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: c.Pos,
+		Args: []parse.Node{parse.NewIdentifier(costFunc).SetPos(c.Pos), str(name, c.Pos)}})
+	return 1
 }
 
 func call(fn, loc string, pos parse.Pos) *parse.CommandNode {

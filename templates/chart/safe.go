@@ -11,6 +11,7 @@ import (
 	"github.com/Masterminds/sprig/v3"
 	yamlv3 "go.yaml.in/yaml/v3"
 
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -93,6 +94,9 @@ type printer struct {
 	// clock is what now returns: the time, in the first render; a day,
 	// an hour, a minute and a second later in the second.
 	clock time.Time
+	// templates is the chart's count of templates, which every tpl call
+	// clones; tplDepth is the nesting of tpl calls now running.
+	templates, tplDepth int64
 }
 
 // leaks returns a hostile tenant string s holds, "" when none.
@@ -111,6 +115,9 @@ func (p *printer) value(loc string, v any) (string, error) {
 	// As text/template prints it: nil is "<no value>", which Helm removes
 	// from each file's output but keeps in include and tpl text.
 	s := engine.Printed(v)
+	if err := p.st.Meter().Output(int64(len(s))); err != nil {
+		return "", err
+	}
 	found := p.leaks(s)
 	if len(found) == 0 || serialised(s, found) {
 		return s, nil
@@ -303,12 +310,49 @@ func (p *printer) funcs() template.FuncMap {
 		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
 	m[valueFunc] = p.value
+	m[costFunc] = func(name string, v any) (any, error) { return v, p.st.Meter().Before(name, v) }
+	m[tplTextFunc] = p.tplText
+	m[tplEndFunc] = func(s string) string {
+		p.tplDepth--
+		return s
+	}
 	m[resolveFunc] = func(s string) string { return p.st.ResolveIndented(s) }
 	m[refusedFunc] = func(what string, args ...any) (any, error) {
 		loc, name, _ := strings.Cut(what, " ")
 		return call(loc, name, args)
 	}
 	return m
+}
+
+// tplText is tplTextFunc: the text tpl is about to run, rewritten as the
+// chart's templates are at load (its loops and its body counted, its
+// printed values through valueFunc), charged what Helm does for it (a
+// parse, and a clone of every template of the chart), and refused past
+// the nesting bound. Text that is not a string is left to tpl's own
+// error, and text that does not parse to Helm's.
+func (p *printer) tplText(text any) (any, error) {
+	s, ok := text.(string)
+	if !ok {
+		return text, nil
+	}
+	meter := p.st.Meter()
+	p.tplDepth++
+	if limit := meter.Limits().IncludeDepth; p.tplDepth > limit {
+		return nil, &budget.Error{Bound: "includeDepth", Limit: limit, What: fmt.Sprintf("tpl nested more than %d deep (a value that runs itself?)", limit)}
+	}
+	if err := meter.Charge(1 + p.templates + int64(len(s))/16); err != nil {
+		return nil, err
+	}
+	for _, prefix := range internalPrefixes {
+		if strings.Contains(s, prefix) {
+			return nil, fmt.Errorf("tpl: the text calls %s..., a function of stencil's own that only the chart's templates may call", prefix)
+		}
+	}
+	rewritten, err := rewriteFile("tpl", s)
+	if err != nil {
+		return s, nil
+	}
+	return rewritten, nil
 }
 
 // clockFree reports whether a date function's arguments name the date:

@@ -10,4 +10,6 @@ var measuredFuncs = map[string]int64{
 	"deepCopy": 1, "mustDeepCopy": 1, "merge": 1, "mustMerge": 1, "mergeOverwrite": 1, "mustMergeOverwrite": 1,
 	"sha256sum": 1, "b64enc": 2, "b32enc": 2, "html": 6, "js": 6, "urlquery": 3, "sortAlpha": 1,
 	toYAMLStruct: 1, toJSONStruct: 1,
+	// Helm's own serialisers, checked in chart mode before Helm runs them.
+	"mustToYaml": 1, "toYamlPretty": 2, "toToml": 1, "mustToToml": 1,
 }

@@ -165,7 +165,7 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 	} else {
 		t.Funcs(extra)
 		limits := st.meter.Limits()
-		limits.Steps, limits.StringBytes, limits.IncludeDepth = 1<<62, 1<<62, 100
+		limits.Steps, limits.StringBytes, limits.IncludeDepth, limits.TimeoutSeconds = 1<<62, 1<<62, 100, 0
 		st.meter = budget.NewMeter(limits)
 	}
 	t.Funcs(template.FuncMap{
@@ -340,6 +340,10 @@ func (st *State) Place(v any, loc string) (string, error) {
 // function is given when it takes rendered text as an argument.
 func (st *State) Resolve(s string) string { return resolve(s, st) }
 
+// Meter returns the meter of the current render, for what counts outside
+// the wrapped functions (chart mode's printed bytes, Helm's own functions).
+func (st *State) Meter() *budget.Meter { return &st.meter }
+
 // Budgeted returns funcs wrapped to count against st's render budget, as
 // Bind wraps stencil's own (budget.Wrap, with the functions that copy
 // their arguments measured), plus the step function the rewrite calls.
@@ -351,8 +355,9 @@ func Budgeted(funcs template.FuncMap, st *State) template.FuncMap {
 // steps against the budget.
 func StepAction(pos parse.Pos, line int, n int64) *parse.ActionNode { return stepNode(pos, line, n) }
 
-// StepCost is what one run of list costs in steps, known from its text.
-func StepCost(list *parse.ListNode) int64 { return cost(list) }
+// TurnCost is what one turn of a range over list costs in steps, known
+// from its text.
+func TurnCost(list *parse.ListNode) int64 { return turnCost(list) }
 
 // ResolveIndented is Resolve for chart mode, where indent, nindent and
 // quote lay out the placeholder rather than the value: a placeholder that
