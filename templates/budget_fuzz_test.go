@@ -22,18 +22,18 @@ import (
 // strings and lists into work: every one the budget's guards know, and the
 // shapes around them (nested range, range over an integer, doubling).
 var budgetAmplifiers = map[string]string{
-	"until.tmpl":     `{{ range until (int .Spec.a) }}x{{ end }}`,
-	"untilStep.tmpl": `{{ range untilStep (int .Spec.a) (int .Spec.b) (int .Spec.c) }}{{ . }}{{ end }}`,
-	"seq.tmpl":       `{{ seq (int .Spec.a) (int .Spec.c) (int .Spec.b) }}{{ seq (int .Spec.a) }}{{ seq (int .Spec.a) (int .Spec.b) }}`,
-	"repeat.tmpl":    `{{ repeat (int .Spec.a) .Spec.s }}`,
-	"printf.tmpl":    `{{ printf "%*d" (int .Spec.a) 1 }}{{ printf (print "%0" .Spec.b "d") 1 }}{{ printf "%.*f" (int .Spec.c) .Spec.f }}`,
-	"indent.tmpl":    `{{ indent (int .Spec.a) .Spec.s }}{{ nindent (int .Spec.b) (join "\n" .Spec.list) }}`,
-	"nested.tmpl":    `{{ range .Spec.list }}{{ range $.Spec.list }}{{ range $.Spec.list }}{{ end }}{{ end }}{{ end }}`,
-	"rangeInt.tmpl":  `{{ range (int .Spec.a) }}{{ end }}`,
-	"has.tmpl":       `{{ range .Spec.list }}{{ if has . $.Spec.list }}{{ end }}{{ end }}`,
-	"doubling.tmpl":  `{{ $x := list .Spec.s }}{{ range until (int .Spec.c) }}{{ $x = list $x $x }}{{ end }}{{ toJson $x }}`,
-	"strings.tmpl":   `{{ $s := .Spec.s }}{{ range until (int .Spec.c) }}{{ $s = cat $s $s }}{{ end }}{{ b64enc $s | sha256sum }}{{ replace "a" $s $s }}{{ wrapWith (int .Spec.b) $s $s }}`,
-	"yaml.tmpl":      `{{ range .Spec.list }}{{ $_ := fromYaml $.Spec.s }}{{ $_ := toYaml $.Spec.list }}{{ end }}`,
+	"until.tmpl":       `{{ range until (int .Spec.a) }}x{{ end }}`,
+	"untilStep.tmpl":   `{{ range untilStep (int .Spec.a) (int .Spec.b) (int .Spec.c) }}{{ . }}{{ end }}`,
+	"seq.tmpl":         `{{ seq (int .Spec.a) (int .Spec.c) (int .Spec.b) }}{{ seq (int .Spec.a) }}{{ seq (int .Spec.a) (int .Spec.b) }}`,
+	"repeat.tmpl":      `{{ repeat (int .Spec.a) .Spec.s }}`,
+	"printf.tmpl":      `{{ printf "%*d" (int .Spec.a) 1 }}{{ printf (print "%0" .Spec.b "d") 1 }}{{ printf "%.*f" (int .Spec.c) .Spec.f }}`,
+	"indent.tmpl":      `{{ indent (int .Spec.a) .Spec.s }}{{ nindent (int .Spec.b) (join "\n" .Spec.list) }}`,
+	"nested.tmpl":      `{{ range .Spec.list }}{{ range $.Spec.list }}{{ range $.Spec.list }}{{ end }}{{ end }}{{ end }}`,
+	"rangeInt.tmpl":    `{{ range (int .Spec.a) }}{{ end }}`,
+	"has.tmpl":         `{{ range .Spec.list }}{{ if has . $.Spec.list }}{{ end }}{{ end }}`,
+	"doubling.tmpl":    `{{ $x := list .Spec.s }}{{ range until (int .Spec.c) }}{{ $x = list $x $x }}{{ end }}{{ toJson $x }}`,
+	"strings.tmpl":     `{{ $s := .Spec.s }}{{ range until (int .Spec.c) }}{{ $s = cat $s $s }}{{ end }}{{ b64enc $s | sha256sum }}{{ replace "a" $s $s }}{{ wrapWith (int .Spec.b) $s $s }}`,
+	"yaml.tmpl":        `{{ range .Spec.list }}{{ $_ := fromYaml $.Spec.s }}{{ $_ := toYaml $.Spec.list }}{{ end }}`,
 	"budget.yaml.tmpl": "", // test/integration/testdata/budget: the fault suite's own
 }
 
