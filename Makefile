@@ -14,7 +14,7 @@ CLUSTER := test/cluster
 WITH_CLUSTER := $(CLUSTER)/with-cluster.sh
 
 .DEFAULT_GOAL := help
-.PHONY: help build tools promtool cluster-up cluster-down run test unit integration smoke faults rbac-check monitoring-check bench lint fmt clean
+.PHONY: help build tools promtool cluster-up cluster-down run test unit integration smoke faults rbac-check monitoring-check bench fuzz lint fmt clean
 
 help: ## List the targets
 	@echo "Usage: make TARGET"
@@ -73,6 +73,21 @@ rbac-check: tools build ## Show every rule of deploy/base/clusterrole.yaml and d
 monitoring-check: promtool ## Check and unit-test deploy/monitoring's alert rules with promtool (the endpoints smoke scenario checks a live /metrics)
 	bin/promtool check rules --lint=all --lint-fatal deploy/monitoring/rules.yaml
 	bin/promtool test rules deploy/monitoring/rules_test.yaml
+
+# Fuzz targets for make fuzz, each PACKAGE:TARGET, and how long each runs.
+FUZZ ?= ./templates:FuzzRenderBudget ./templates/chart:FuzzChartBudget ./templates:FuzzRenderHostileValues ./templates:FuzzRender ./gvr:FuzzParseConfig
+FUZZTIME ?= 10m
+
+# The budget targets render under the default budget here (their seeds,
+# in make unit, under a tenth of it). A finding is written under the
+# package's testdata/fuzz/TARGET/; commit it as a seed.
+fuzz: ## Run each fuzz target (FUZZ) for FUZZTIME (default 10m) with the default render budget
+	@for t in $(FUZZ); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
+	  STENCIL_FUZZ_BUDGET=default $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  echo "fuzz: $$name corpus: $$(ls $$pkg/testdata/fuzz/$$name 2>/dev/null | wc -l) committed seeds, $$(ls $$($(GO) env GOCACHE)/fuzz/stencil.dev/stencil/$${pkg#./}/$$name 2>/dev/null | wc -l) in the cache"; \
+	done
 
 # The commit BenchmarkMemory compares this tree's memory with: the last one
 # before the lean caches (issue 15), whose figures the issue calls "today's".

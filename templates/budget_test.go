@@ -199,6 +199,11 @@ func TestRenderBudgetDefaultsFitDuplicateCount(t *testing.T) {
 		}
 	}
 	set := loadSet(t, Options{AllowedKinds: configMapKinds}, "duplicates.yaml.tmpl", text)
+	if raceEnabled {
+		// The race detector makes a step ten times slower: the counts,
+		// not the clock, are what this test is about.
+		set.budget.TimeoutSeconds = 60
+	}
 	err, took, _ := renderMeasured(t, set, map[string]any{"hosts": hostList(500)})
 	if err != nil {
 		t.Fatalf("500 hosts: %v", err)
