@@ -182,6 +182,13 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	if err := yaml.UnmarshalStrict(data, &strict); err != nil {
 		return nil, &FieldError{File: path, Err: err}
 	}
+	// overrideValues expand $VAR from the environment as helm-operator
+	// does: the walk expanded them, so the strict decode must too.
+	for i, r := range strict.Resources {
+		for k, v := range r.OverrideValues {
+			strict.Resources[i].OverrideValues[k] = os.ExpandEnv(v)
+		}
+	}
 	if !equalResources(strict.Resources, cfg.Resources) {
 		return nil, &FieldError{File: path, Err: errors.New("internal error: strict decode disagrees with validation")}
 	}
