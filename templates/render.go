@@ -265,6 +265,25 @@ func checkParent(parent *gvr.Object) error {
 	return nil
 }
 
+// tokenSecretType is the Secret type for which the API server's token
+// controller writes a token of the ServiceAccount the Secret names.
+const tokenSecretType = "kubernetes.io/service-account-token"
+
+// grantsByType refuses a child whose kind is allowed but whose type grants
+// permissions, unless the entry sets allowPermissionGrants, as Role and
+// RoleBinding need it: a Secret of type kubernetes.io/service-account-token
+// gets a token of any ServiceAccount of the namespace it names, which a
+// tenant who may create the custom resource may not otherwise get.
+func (s *Set) grantsByType(gvk schema.GroupVersionKind, obj map[string]any) error {
+	if gvk.GroupKind() != (schema.GroupKind{Kind: "Secret"}) || s.res.AllowPermissionGrants {
+		return nil
+	}
+	if t, _ := obj["type"].(string); t == tokenSecretType {
+		return fmt.Errorf("Secret of type %s grants permissions: it is given a token of the ServiceAccount it names; set allowPermissionGrants: true on the entry to allow it", tokenSecretType)
+	}
+	return nil
+}
+
 // child takes one decoded document, enforces the child contract and stamps
 // the ownerReference and labels.
 func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, error) {
@@ -301,6 +320,9 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 		}
 	} else if !slices.Contains(s.kinds, gvk) {
 		return nil, fmt.Errorf("kind %s is not allowed (allowed: %s)", gvkString(gvk), kindList(s.kinds))
+	}
+	if err := s.grantsByType(gvk, obj); err != nil {
+		return nil, err
 	}
 	nameErrs := validation.IsDNS1123Subdomain(name)
 	if gvk.GroupKind() == (schema.GroupKind{Kind: "Service"}) {

@@ -146,8 +146,11 @@ func checkDependencies(ch *chartv2.Chart) error {
 }
 
 // checkSchema refuses a values.schema.json that refers outside itself:
-// Helm would fetch an http(s) $ref on every validation, and read a file:
-// one from the controller's disk.
+// Helm's validator (santhosh-tekuri/jsonschema) would fetch an http(s)
+// reference on every validation, and read a file: one from the
+// controller's disk. Every keyword that refers to another document counts:
+// $ref, $dynamicRef and $recursiveRef must point inside the file (#...),
+// and $schema must name a draft the validator knows without loading it.
 func checkSchema(ch *chartv2.Chart) error {
 	if len(ch.Schema) == 0 {
 		return nil
@@ -161,8 +164,13 @@ func checkSchema(ch *chartv2.Chart) error {
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
-			if ref, ok := v["$ref"].(string); ok && !strings.HasPrefix(ref, "#") {
-				bad = append(bad, ref)
+			for _, key := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+				if ref, ok := v[key].(string); ok && !strings.HasPrefix(ref, "#") {
+					bad = append(bad, key+" "+ref)
+				}
+			}
+			if s, ok := v["$schema"].(string); ok && !knownDraft(s) {
+				bad = append(bad, "$schema "+s)
 			}
 			for _, e := range v {
 				walk(e)
@@ -175,9 +183,28 @@ func checkSchema(ch *chartv2.Chart) error {
 	}
 	walk(doc)
 	if len(bad) > 0 {
-		return fmt.Errorf("$ref %s: stencil checks values against the schema without the network or the disk; inline the referenced schema", strings.Join(bad, ", "))
+		slices.Sort(bad)
+		return fmt.Errorf("%s: stencil checks values against the schema without the network or the disk; inline the referenced schema (a $schema must name a JSON Schema draft: 4, 6, 7, 2019-09, 2020-12 or the latest)", strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// knownDraft reports whether s names a JSON Schema draft whose
+// meta-schema the validator holds (http or https, with or without "#").
+func knownDraft(s string) bool {
+	s = strings.TrimSuffix(s, "#")
+	s, ok := strings.CutPrefix(s, "http://")
+	if !ok {
+		if s, ok = strings.CutPrefix(s, "https://"); !ok {
+			return false
+		}
+	}
+	switch s {
+	case "json-schema.org/schema", "json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
+		"json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema":
+		return true
+	}
+	return false
 }
 
 // Release is what one render is for.

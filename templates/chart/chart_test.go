@@ -157,3 +157,33 @@ func TestHelmSemanticsKept(t *testing.T) {
 		}
 	})
 }
+
+// Nothing outside the chart is read at render: every schema keyword that
+// refers to another document is refused at load, naming it; references
+// inside the file and the drafts the validator knows are kept.
+func TestSchemaReferencesStayInTheChart(t *testing.T) {
+	for _, tc := range []struct {
+		schema, refused string
+	}{
+		{`{"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "#/definitions/a"}}, "definitions": {"a": {"type": "string"}}}`, ""},
+		{`{"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": {"a": {"type": "string"}}, "properties": {"a": {"$dynamicRef": "#a"}}}`, ""},
+		{`{"$schema": "http://json-schema.org/schema#"}`, ""},
+		{`{"$schema": "http://attacker.example/schema"}`, "$schema http://attacker.example/schema"},
+		{`{"$schema": "file:///etc/passwd"}`, "$schema file:///etc/passwd"},
+		{`{"properties": {"a": {"$dynamicRef": "file:///etc/shadow"}}}`, "$dynamicRef file:///etc/shadow"},
+		{`{"properties": {"a": {"$recursiveRef": "https://x.example/s.json"}}}`, "$recursiveRef https://x.example/s.json"},
+		{`{"properties": {"a": {"$ref": "https://x.example/s.json"}}}`, "$ref https://x.example/s.json"},
+	} {
+		dir := writeChart(t, "a: x\n", map[string]string{"templates/cm.yaml": configMap + "  a: {{ .Values.a }}\n", "values.schema.json": tc.schema})
+		_, err := Load(dir)
+		if tc.refused == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.schema, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "values.schema.json") {
+			t.Errorf("%s: err = %v, want it refused naming %q", tc.schema, err, tc.refused)
+		}
+	}
+}
