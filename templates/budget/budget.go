@@ -62,8 +62,9 @@ type Meter struct {
 	output int64
 	// deadline is when the render must end (set at its first step), and
 	// ticks counts the charges between two looks at the clock.
-	deadline time.Time
-	ticks    uint32
+	deadline   time.Time
+	ticks      uint32
+	sinceClock int64
 	// measured says, per function name, that each argument is measured
 	// before a call and how many bytes it may write for one (see Wrap).
 	measured map[string]int64
@@ -80,7 +81,7 @@ func (meter *Meter) Steps() int64 { return meter.steps }
 
 // Reset readies the meter for the next render.
 func (meter *Meter) Reset() {
-	meter.steps, meter.output, meter.deadline, meter.ticks = 0, 0, time.Time{}, 0
+	meter.steps, meter.output, meter.deadline, meter.ticks, meter.sinceClock = 0, 0, time.Time{}, 0, 0
 }
 
 // ErrExceeded is what every render past its budget wraps; find it
@@ -116,6 +117,11 @@ func (e *Error) Is(target error) bool { return target == ErrExceeded }
 // nothing measurable.
 const clockEvery = 64
 
+// clockSteps is how many steps pass between two looks at the clock at
+// most: a call charged many steps (a large toYaml) is long work, and the
+// clock is read at the next charge, not 64 charges later.
+const clockSteps = 4096
+
 // Charge adds n steps and fails once the render is past its budget, or
 // past its deadline (the backstop for work no count models). n is
 // saturated: no count, however large, wraps into a small one.
@@ -125,7 +131,9 @@ func (meter *Meter) Charge(n int64) error {
 		return &Error{Bound: "steps", Limit: meter.limits.Steps, What: fmt.Sprintf("more than %d steps", meter.limits.Steps)}
 	}
 	meter.ticks++
-	if meter.ticks%clockEvery == 1 {
+	meter.sinceClock += max(n, 0)
+	if meter.ticks%clockEvery == 1 || meter.sinceClock >= clockSteps {
+		meter.sinceClock = 0
 		return meter.checkClock()
 	}
 	return nil
@@ -688,8 +696,9 @@ func Wrap(funcs template.FuncMap, meter *Meter, measured map[string]int64) templ
 }
 
 // serialiserWeight is how many times a copy's work the serialisers do
-// per node and byte they write (measured: toYaml about 4x toJson).
-var serialiserWeight = map[string]int64{"toYaml": 4, "mustToYaml": 4, "toYamlPretty": 4, "toToml": 4, "mustToToml": 4}
+// per node and byte they write: YAML's (through JSON, then a node tree, and
+// an emitter) about a step per 4 bytes of long text, 16 times a copy.
+var serialiserWeight = map[string]int64{"toYaml": 16, "mustToYaml": 16, "toYamlPretty": 16, "toToml": 8, "mustToToml": 8}
 
 // perByte are the functions whose work per byte of their text arguments
 // is far above a copy's (parsers, regular expressions): a step per so many
