@@ -65,6 +65,10 @@ type Resource struct {
 	// AllowPermissionGrants lets Children list kinds that grant
 	// permissions (Role, RoleBinding); "stencil validate" warns about it.
 	AllowPermissionGrants bool `json:"allowPermissionGrants,omitempty"`
+	// TenantTemplates lets template text in a chart entry's custom
+	// resources run where the chart passes it to tpl; without it, that
+	// text is printed as the literal text it is (docs/charts.md).
+	TenantTemplates bool `json:"tenantTemplates,omitempty"`
 	// Rollout, when set, moves existing resources to a changed render a
 	// few at a time and halts on failure (rollout.go); nil moves them all
 	// at once.
@@ -233,7 +237,7 @@ func (d *decoder) addf(entry, field, format string, args ...any) {
 	d.add(entry, field, fmt.Errorf(format, args...))
 }
 
-var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout", "renderBudget", "chart", "overrideValues"}
+var resourceFields = []string{"group", "version", "resource", "templates", "statusTemplate", "helpers", "namespaces", "selector", "children", "allowPermissionGrants", "rollout", "renderBudget", "chart", "overrideValues", "tenantTemplates"}
 
 func (d *decoder) decode(cfg *Config, data []byte) {
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -347,15 +351,23 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 	r.RenderBudget = d.decodeRenderBudget(i, entry, m["renderBudget"])
 	r.Chart = str("chart")
 	r.OverrideValues = d.decodeOverrides(i, entry, m["overrideValues"])
-	if v, ok := m["allowPermissionGrants"]; ok && v != nil {
-		b, ok := v.(bool)
-		if !ok {
-			d.addf(entry, "allowPermissionGrants", "must be true or false, not %s", jsonType(v))
-			d.markBad(i, "allowPermissionGrants")
-		}
-		r.AllowPermissionGrants = b
-	}
+	r.AllowPermissionGrants = d.decodeBool(i, entry, m, "allowPermissionGrants")
+	r.TenantTemplates = d.decodeBool(i, entry, m, "tenantTemplates")
 	return r
+}
+
+// decodeBool reads an entry's boolean field name (absent: false).
+func (d *decoder) decodeBool(i int, entry string, m map[string]any, name string) bool {
+	v, ok := m[name]
+	if !ok || v == nil {
+		return false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		d.addf(entry, name, "must be true or false, not %s", jsonType(v))
+		d.markBad(i, name)
+	}
+	return b
 }
 
 // validateEntry checks resources[i] (and, through seen, that its GroupResource is new)
@@ -426,8 +438,13 @@ func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.Gr
 				}
 			}
 		}
-	} else if r.OverrideValues != nil {
-		d.add(entry, "overrideValues", errors.New("is for chart entries (chart: DIR)"))
+	} else {
+		if r.OverrideValues != nil {
+			d.add(entry, "overrideValues", errors.New("is for chart entries (chart: DIR)"))
+		}
+		if r.TenantTemplates {
+			d.add(entry, "tenantTemplates", errors.New("is for chart entries (chart: DIR): stencil's own templates never run a tenant's text"))
+		}
 	}
 	if len(r.Templates) == 0 && !bad["templates"] && r.Chart == "" {
 		d.add(entry, "templates", errors.New("at least one template is required (or a chart)"))
@@ -525,7 +542,8 @@ func equalResources(a, b []Resource) bool {
 		return x.Group == y.Group && x.Version == y.Version && x.Resource == y.Resource &&
 			x.StatusTemplate == y.StatusTemplate && x.Selector == y.Selector &&
 			reflect.DeepEqual(x.Templates, y.Templates) && slices.Equal(x.Helpers, y.Helpers) &&
-			slices.Equal(x.Namespaces, y.Namespaces) && x.Chart == y.Chart && reflect.DeepEqual(x.OverrideValues, y.OverrideValues) && reflect.DeepEqual(x.Rollout, y.Rollout) && reflect.DeepEqual(x.RenderBudget, y.RenderBudget)
+			slices.Equal(x.Namespaces, y.Namespaces) && x.Chart == y.Chart && reflect.DeepEqual(x.OverrideValues, y.OverrideValues) && reflect.DeepEqual(x.Rollout, y.Rollout) && reflect.DeepEqual(x.RenderBudget, y.RenderBudget) &&
+			x.AllowPermissionGrants == y.AllowPermissionGrants && x.TenantTemplates == y.TenantTemplates
 	})
 }
 

@@ -58,7 +58,7 @@ func (s *Set) renderChart(parent *gvr.Object) (r *Result, err error) {
 		}
 	}()
 	rel := chart.Release{Name: parent.Name, Namespace: parent.Namespace, Spec: parent.Spec, Overrides: s.res.OverrideValues,
-		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget}
+		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget, TenantTemplates: s.res.TenantTemplates}
 	out, err := s.chart.Render(context.Background(), rel)
 	if err != nil {
 		return nil, &engine.RenderError{Template: s.res.Chart, Err: err}

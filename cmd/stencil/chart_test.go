@@ -42,7 +42,11 @@ func TestRenderChartsAsHelmTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			config := filepath.Join(dir, "stencil.yaml")
-			writeTestFile(t, config, fmt.Sprintf("resources:\n  - group: charts.example.org\n    version: v1\n    resource: %ss\n    chart: %s\n", chart, chartDir))
+			// Helm's semantics, in which a value is template text where the
+			// chart runs it through tpl (nginx-extras does): stencil's
+			// default prints a tenant's text literally
+			// (TestTenantTextIsNotATemplate), tenantTemplates runs it.
+			writeTestFile(t, config, fmt.Sprintf("resources:\n  - group: charts.example.org\n    version: v1\n    resource: %ss\n    chart: %s\n    tenantTemplates: true\n", chart, chartDir))
 			values, err := os.ReadFile(valuesFile)
 			if err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/engine"
 )
 
 // Chart mode runs under the same budget as stencil's own templates: text
@@ -46,7 +47,8 @@ func TestChartRendersUnderTheBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: tc.spec, Budget: gvr.RenderBudget{}.WithDefaults()})
+			// tenantTemplates: the tenant's text runs, under the budget.
+			_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: tc.spec, Budget: gvr.RenderBudget{}.WithDefaults(), TenantTemplates: true})
 			took := time.Since(start)
 			t.Logf("%v in %s", err, took.Round(time.Millisecond))
 			// Under the race detector a step is ten times slower, and the
@@ -75,11 +77,20 @@ func TestTplUnderTheBudgetKeepsHelmSemantics(t *testing.T) {
 			"  b: {{ tpl .Values.x . }}\n" +
 			"  c: {{ tpl \"{{ tpl \\\"{{ .Values.name }}\\\" . }}\" . | upper }}\n",
 	})
-	obj, err := renderOne(t, dir, map[string]any{"x": `{{ define "in" }}{{ .Release.Name }}{{ end }}{{ include "in" . }}-{{ len (list 1 2) }}`})
+	c, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := data(t, obj)
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: gvr.RenderBudget{}.WithDefaults(), TenantTemplates: true,
+		Spec: map[string]any{"x": `{{ define "in" }}{{ .Release.Name }}{{ end }}{{ include "in" . }}-{{ len (list 1 2) }}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := engine.Decode(out.Manifests[0].Body, out.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, v.(map[string]any))
 	if d["a"] != "web-h" || d["b"] != "demo-2" || d["c"] != "WEB" {
 		t.Errorf("data = %v", d)
 	}
@@ -136,7 +147,7 @@ func FuzzChartBudget(f *testing.F) {
 		}
 		for name, c := range charts {
 			start := time.Now()
-			_, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: specs[name], Budget: limits})
+			_, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: specs[name], Budget: limits, TenantTemplates: k%2 == 0})
 			took := time.Since(start)
 			// Chart.Render renders twice when a random function is called.
 			if took > 2*time.Duration(limits.TimeoutSeconds)*time.Second+5*time.Second {

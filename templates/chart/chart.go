@@ -222,6 +222,9 @@ type Release struct {
 	Capabilities *common.Capabilities
 	// Budget bounds the render.
 	Budget gvr.RenderBudget
+	// TenantTemplates lets template text in the spec run where the chart
+	// gives it to tpl; false prints it as the literal text it is.
+	TenantTemplates bool
 }
 
 // Output is one render of a chart.
@@ -292,7 +295,11 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 
 func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Output, *printer, error) {
 	ch := copyChart(c.ch)
-	vals, err := Values(rel.Spec, rel.Overrides)
+	spec := rel.Spec
+	if !rel.TenantTemplates && spec != nil {
+		spec = masked(spec).(map[string]any)
+	}
+	vals, err := Values(spec, rel.Overrides)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -317,7 +324,7 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	st := engine.NewState(rel.Budget, false)
 	p := &printer{st: &st, clock: clock, templates: int64(c.templates)}
 	found := map[string]bool{}
-	tenantStrings(rel.Spec, found)
+	tenantStrings(spec, found)
 	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })
 	e := helmengine.Engine{CustomTemplateFuncs: p.funcs()}
 	files, err := e.RenderWithContext(ctx, ch, top)
@@ -325,6 +332,12 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 		return nil, nil, p.renderError(err)
 	}
 	out := &Output{State: &st}
+	if !rel.TenantTemplates {
+		for name, text := range files {
+			files[name] = unmask.Replace(text)
+		}
+		st.MapStrings(unmask.Replace)
+	}
 	notes := path.Join(ch.Name(), "templates", "NOTES.txt")
 	for name, text := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -393,6 +406,48 @@ func where(msg string) string {
 		loc = parts[0] + ":" + parts[1]
 	}
 	return loc + ": "
+}
+
+// A tenant's text is not a template. Bitnami's charts, and many others,
+// pass values through tpl (common.tplvalues.render does when a value holds
+// "{{"), so a tenant who writes "{{ .Values.tls.key }}" in an annotation
+// would read what the platform set in overrideValues, or change the
+// object's shape. Unless the entry sets tenantTemplates, every "{{" of the
+// spec (values and keys) is masked before the render, so no text a tenant
+// wrote holds a delimiter whatever the chart does with it (tpl, toYaml,
+// trunc, printf), and unmasked in what the render printed: the text lands
+// as the literal text it is. The mask of "{{" is "{" and a private-use
+// character: serialisers write it as they are (a control character would
+// come out escaped, and no longer be found), and quote it where they would
+// quote "{" (YAML reads a plain scalar that starts with "{" as a flow
+// mapping). The private-use characters of a tenant's own text are escaped
+// first, so no tenant text reads as a mask.
+const maskRune = '\uE001'
+
+var (
+	mask   = strings.NewReplacer("\uE001", "\uE002\uE003", "\uE002", "\uE002\uE004", "{{", "{\uE001")
+	unmask = strings.NewReplacer("{\uE001", "{{", "\uE002\uE003", "\uE001", "\uE002\uE004", "\uE002")
+)
+
+// masked returns v with mask applied to every string and key.
+func masked(v any) any {
+	switch v := v.(type) {
+	case string:
+		return mask.Replace(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[mask.Replace(k)] = masked(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = masked(e)
+		}
+		return out
+	}
+	return v
 }
 
 // copyChart copies ch deeply enough that Helm's dependency processing

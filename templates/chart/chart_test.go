@@ -187,3 +187,48 @@ func TestSchemaReferencesStayInTheChart(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's text is not a template: bitnami's common.tplvalues.render
+// passes a value holding "{{" to tpl, so a tenant's annotation of
+// "{{ .Values.tls.key }}" read the key the platform set in overrideValues,
+// and "{{ .Release.Name }}" then a newline changed the shape. By default the
+// text lands as the literal text it is, whatever the chart does with it;
+// with tenantTemplates it runs, under the budget.
+func TestTenantTextIsNotATemplate(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "charts", "nginx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "{{ .Values.platformSecret }}"
+	spec := map[string]any{"tls": map[string]any{"enabled": false},
+		"commonAnnotations": map[string]any{"a": secret, "b": "{{ .Release.Name }}\nevil: x", "c": "a\uE001\uE002{\uE001b{{{", "d": "{{ x"}}
+	overrides := map[string]string{"platformSecret": "s3cr3t"}
+	render := func(tenantTemplates bool) map[string]any {
+		t.Helper()
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
+			Budget: gvr.RenderBudget{}.WithDefaults(), TenantTemplates: tenantTemplates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Manifests {
+			v, err := engine.Decode(m.Body, out.State)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := v.(map[string]any)
+			if obj["kind"] == "Deployment" {
+				return obj["metadata"].(map[string]any)["annotations"].(map[string]any)
+			}
+		}
+		t.Fatal("no Deployment")
+		return nil
+	}
+	got := render(false)
+	if got["a"] != secret || got["b"] != "{{ .Release.Name }}\nevil: x" || got["c"] != "a\uE001\uE002{\uE001b{{{" || got["d"] != "{{ x" || len(got) != 4 {
+		t.Errorf("annotations %q, want the tenant's text as written", got)
+	}
+	spec["commonAnnotations"] = map[string]any{"a": secret}
+	if ran := render(true); ran["a"] != "s3cr3t" {
+		t.Errorf("with tenantTemplates: annotations %q, want the text run", ran)
+	}
+}

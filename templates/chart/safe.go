@@ -40,7 +40,8 @@ func hostile(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xfeff {
+		// maskRune is half of the mask of "{{" (chart.go).
+		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == maskRune {
 			return true
 		}
 		if strings.ContainsRune("\"'\\#{}[],&*!|>%@`", r) {
