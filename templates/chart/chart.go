@@ -275,8 +275,14 @@ func Values(spec map[string]any, overrides map[string]string) (map[string]any, e
 func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	now := time.Now()
 	out, p, err := c.render(ctx, rel, now)
-	if err != nil || len(p.random) == 0 {
-		return out, err
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkShape(ctx, rel, now, out, p.hostile); err != nil {
+		return nil, err
+	}
+	if len(p.random) == 0 {
+		return out, nil
 	}
 	again, _, err := c.render(ctx, rel, now.Add(25*time.Hour+time.Minute+time.Second))
 	if err != nil {

@@ -232,3 +232,73 @@ func TestTenantTextIsNotATemplate(t *testing.T) {
 		t.Errorf("with tenantTemplates: annotations %q, want the text run", ran)
 	}
 }
+
+// The safety follows the value, whatever the chart did to it: helm
+// create's chart prints nameOverride through trunc 63, so a 76-byte name
+// holding a newline was no longer found in the printed text and added a
+// label to every object (and to the Service's selector). Now no object
+// gains a field: the render is refused naming the object and the field.
+func TestTransformedTenantValueCannotAddFields(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "charts", "mychart"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []map[string]any{
+		{"nameOverride": "n\nevil: yes" + strings.Repeat("z", 60)},
+		{"nameOverride": strings.Repeat("z", 50) + "\nevil: YES" + strings.Repeat("z", 10), "podAnnotations": map[string]any{"a": "{\"k\": 1}"}},
+		{"fullnameOverride": "f\nfinalizers: [x]\n" + strings.Repeat("z", 60)},
+	} {
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: gvr.RenderBudget{}.WithDefaults()})
+		if err != nil {
+			// Refused: by the shape check, or as text that is not YAML.
+			t.Logf("%q: %v", spec, err)
+			continue
+		}
+		for _, m := range out.Manifests {
+			v, err := engine.Decode(m.Body, out.State)
+			if err != nil {
+				continue
+			}
+			for _, p := range fieldPaths(v, nil) {
+				if strings.Contains(p, "evil") || strings.Contains(p, "finalizers") {
+					t.Errorf("%q: %s has %s", spec, m.Template, p)
+				}
+			}
+		}
+	}
+}
+
+// The shape check itself, on a chart whose transformation keeps the YAML
+// valid: trunc, lower and printf of a value holding a newline once added a
+// label; now the render is refused naming the field.
+func TestShapeCheckRefusesAddedFields(t *testing.T) {
+	for _, action := range []string{`{{ .Values.name | trunc 20 }}`, `{{ lower .Values.name }}`, `{{ printf "%s-x" .Values.name }}`, `{{ .Values.name | replace "q" "" }}`} {
+		dir := writeChart(t, "name: web\n", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: " + action + "\ndata: {}\n"})
+		c, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: gvr.RenderBudget{}.WithDefaults(),
+			Spec: map[string]any{"name": "A\n    evil: yes" + strings.Repeat("q", 20)}})
+		// Refused naming the field, or the value landed as one label value.
+		var se *ShapeError
+		switch {
+		case errors.As(err, &se):
+			if !strings.Contains(se.Path, "evil") {
+				t.Errorf("%s: %v, want the path metadata.labels.evil named", action, err)
+			}
+		case err != nil:
+			t.Errorf("%s: err = %v, want a ShapeError", action, err)
+		default:
+			v, _ := engine.Decode(out.Manifests[0].Body, out.State)
+			if labels := v.(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any); len(labels) != 1 {
+				t.Errorf("%s: labels %q, want one", action, labels)
+			}
+		}
+	}
+	// A benign value renders as before, with no second render's cost.
+	dir := writeChart(t, "name: web\n", map[string]string{"templates/cm.yaml": configMap + "  app: {{ .Values.name | trunc 20 }}\n"})
+	if obj, err := renderOne(t, dir, map[string]any{"name": "plain-name"}); err != nil || data(t, obj)["app"] != "plain-name" {
+		t.Errorf("benign: %v %v", obj, err)
+	}
+}
