@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/budget"
@@ -155,6 +157,63 @@ func FuzzChartBudget(f *testing.F) {
 			}
 			if err != nil && strings.Contains(err.Error(), "panicked") {
 				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	})
+}
+
+// FuzzChartShape sets string values of the vendored public charts to
+// fuzzed text (any length up to 300, any YAML indicator), and checks,
+// independently of the render's own shape check, that every object has
+// the field paths of a render with plain x's of the same lengths: a
+// tenant's value lands as one value, or the render is refused.
+func FuzzChartShape(f *testing.F) {
+	for _, s := range []string{"x", "a\nb: c", "n\nevil: yes" + strings.Repeat("z", 60), "x', --evil, 'y", "{{ .Release.Name }}", "- a", "&a *a", "# c", "[a, b]", "\"q\"", strings.Repeat("é", 40) + "\n k: v"} {
+		f.Add(s, s)
+	}
+	charts := map[string]*Chart{}
+	for _, name := range []string{"nginx", "mychart", "podinfo"} {
+		c, err := Load(filepath.Join("testdata", "charts", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		charts[name] = c
+	}
+	specs := func(a, b string) map[string]map[string]any {
+		return map[string]map[string]any{
+			"nginx": {"tls": map[string]any{"enabled": false}, "nameOverride": a, "commonAnnotations": map[string]any{"a": b},
+				"commonLabels": map[string]any{"l": a}, "podLabels": map[string]any{"p": b}, "image": map[string]any{"tag": b}},
+			"mychart": {"nameOverride": a, "fullnameOverride": b, "podAnnotations": map[string]any{"a": a}, "image": map[string]any{"tag": b}},
+			"podinfo": {"ui": map[string]any{"message": a, "color": b}, "podAnnotations": map[string]any{"a": a}, "image": map[string]any{"tag": b}},
+		}
+	}
+	limits := gvr.RenderBudget{}.WithDefaults()
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if len(a) > 300 || len(b) > 300 || !utf8.ValidString(a) || !utf8.ValidString(b) {
+			return
+		}
+		hostile, plain := specs(a, b), specs(strings.Repeat("x", len(a)), strings.Repeat("x", len(b)))
+		for name, c := range charts {
+			out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: hostile[name], Budget: limits})
+			if err != nil {
+				continue // refused: nothing applied
+			}
+			ref, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: plain[name], Budget: limits})
+			if err != nil {
+				continue // the lengths alone fail the chart (a name over 63)
+			}
+			if len(out.Manifests) != len(ref.Manifests) {
+				t.Fatalf("%s: %d objects with %q, %q; %d with x's", name, len(out.Manifests), a, b, len(ref.Manifests))
+			}
+			for i, m := range out.Manifests {
+				got, gerr := engine.Decode(m.Body, out.State)
+				want, werr := engine.Decode(ref.Manifests[i].Body, ref.State)
+				if gerr != nil || werr != nil {
+					continue
+				}
+				if g, w := fieldPaths(got, nil), fieldPaths(want, nil); !slices.Equal(g, w) {
+					t.Fatalf("%s: %s with %q, %q has fields\n%v\nwith x's\n%v", name, m.Template, a, b, g, w)
+				}
 			}
 		}
 	})

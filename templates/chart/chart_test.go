@@ -302,3 +302,31 @@ func TestShapeCheckRefusesAddedFields(t *testing.T) {
 		t.Errorf("benign: %v %v", obj, err)
 	}
 }
+
+// Context is judged in context: toJson's output is serialised data, but
+// between squote's quotes in a flow list a tenant's quote and commas added
+// a container argument. The render keeps its one argument, or is refused.
+func TestSquoteOfToJsonKeepsOneArgument(t *testing.T) {
+	dir := writeChart(t, "config: {}\n", map[string]string{"templates/cm.yaml": configMap + "  args: [--config, {{ toJson .Values.config | squote }}]\n"})
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: gvr.RenderBudget{}.WithDefaults(),
+		Spec: map[string]any{"config": map[string]any{"a": "x', --evil, 'y"}}})
+	var se *ShapeError
+	switch {
+	case errors.As(err, &se):
+		t.Logf("refused: %v", err)
+	case err != nil:
+		t.Fatalf("err = %v, want one argument or a ShapeError", err)
+	default:
+		v, err := engine.Decode(out.Manifests[0].Body, out.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if args := data(t, v.(map[string]any))["args"].([]any); len(args) != 2 {
+			t.Errorf("args %q, want --config and one value", args)
+		}
+	}
+}
