@@ -231,6 +231,11 @@ func TestTenantTextIsNotATemplate(t *testing.T) {
 	if ran := render(true); ran["a"] != "s3cr3t" {
 		t.Errorf("with tenantTemplates: annotations %q, want the text run", ran)
 	}
+	// Run, the text's output still lands as one value.
+	spec["commonAnnotations"] = map[string]any{"b": "{{ .Release.Name }}\nevil: x"}
+	if ran := render(true); ran["b"] != "demo\nevil: x" || len(ran) != 1 {
+		t.Errorf("with tenantTemplates: annotations %q, want the text's output as one value", ran)
+	}
 }
 
 // The safety follows the value, whatever the chart did to it: helm
