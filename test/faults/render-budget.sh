@@ -24,8 +24,13 @@ mkdir -p "$WORK/config"
 cp -r "$smoke_root/crds/webapp" "$smoke_root/crds/memcached" "$smoke_root/crds/appstack" "$smoke_root/crds/charts" "$WORK/config/"
 cp "$smoke_root/test/integration/testdata/budget/budget.yaml.tmpl" "$WORK/config/webapp/"
 cp "$smoke_root/test/integration/testdata/budget/hello-budget.yaml" "$WORK/config/charts/hello/templates/budget.yaml"
-sed 's|      - webapp/configmap.yaml.tmpl|&\n      - webapp/budget.yaml.tmpl|' "$smoke_root/crds/stencil.yaml" >"$WORK/config/stencil.yaml"
+# The Hello entry runs its tenants' template text (tenantTemplates): by
+# default that text lands as written and costs nothing, and the tpl class
+# is about what it costs when it runs.
+sed -e 's|      - webapp/configmap.yaml.tmpl|&\n      - webapp/budget.yaml.tmpl|' \
+  -e 's|^    chart: charts/hello$|&\n    tenantTemplates: true|' "$smoke_root/crds/stencil.yaml" >"$WORK/config/stencil.yaml"
 grep -q budget.yaml.tmpl "$WORK/config/stencil.yaml" || fail "could not add the budget template to the config"
+grep -q 'tenantTemplates: true' "$WORK/config/stencil.yaml" || fail "could not set tenantTemplates on the Hello entry"
 FAULTS_CONFIG="$WORK/config/stencil.yaml"
 
 GOMEMLIMIT=256MiB start_replica a
