@@ -28,6 +28,8 @@ type Metrics struct {
 	reloadTime          prometheus.Gauge
 	ringMembers         prometheus.Gauge
 	ringShare           prometheus.Gauge
+	ringNamespaces      prometheus.Gauge
+	ringSettled         prometheus.Gauge
 	ringHandovers       prometheus.Counter
 	ringHandoverSeconds prometheus.Histogram
 	queue               workqueue.MetricsProvider
@@ -71,7 +73,13 @@ func NewMetrics() *Metrics {
 			Name: "stencil_ring_members", Help: "Live members of this replica's ring, as the view it acts on has them (0 outside a ring).",
 		}),
 		ringShare: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "stencil_ring_share", Help: "Fraction of the namespace-hash space this ring member holds (0 outside a ring).",
+			Name: "stencil_ring_share", Help: "Fraction of the cluster's namespaces this ring member holds under the view it acts on (0 outside a ring).",
+		}),
+		ringNamespaces: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_ring_namespaces", Help: "Namespaces this ring member holds under the view it acts on (0 outside a ring).",
+		}),
+		ringSettled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_ring_settled", Help: "1 while every live member of this replica's ring published the view it acts on (it writes for its share), else 0.",
 		}),
 		ringHandovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "stencil_ring_handovers_total", Help: "Views of the ring this member adopted and every member published (each a handover of shares).",
@@ -82,7 +90,7 @@ func NewMetrics() *Metrics {
 		}),
 	}
 	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime,
-		m.ringMembers, m.ringShare, m.ringHandovers, m.ringHandoverSeconds,
+		m.ringMembers, m.ringShare, m.ringNamespaces, m.ringSettled, m.ringHandovers, m.ringHandoverSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	m.reconcile = reconcile.NewMetrics(reg)

@@ -32,7 +32,8 @@ var (
 
 // ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
 // for cfg: read and watch every configured resource and the CRDs, merge-patch
-// its status, apply and prune each entry's child kinds, and record events.
+// its status, apply and prune each entry's child kinds, record events, and
+// (for a ring) list the namespaces.
 // The leader-election Lease is not here: LeaseRole grants it in stencil's
 // own namespace only. A child kind whose resource (plural) is not known
 // (not built in, and no resource in the children list) is an error naming
@@ -80,6 +81,9 @@ func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 	// (registry/crd.go); read-only, and only list and watch, as informers need.
 	grant("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
 	grant("", "events", "create", "patch")
+	// A ring member (run --ring) divides the namespaces that exist
+	// (controller/ring): their names, listed and watched, nothing else.
+	grant("", "namespaces", "list", "watch")
 
 	var rules []rbacv1.PolicyRule
 	for _, group := range slices.Sorted(maps.Keys(perms)) {

@@ -96,6 +96,8 @@ func TestClusterRoleRules(t *testing.T) {
 	}
 	want := []rule{
 		{"", "events", "create,patch"},
+		// A ring divides the namespaces that exist.
+		{"", "namespaces", "list,watch"},
 		// Only foos (no children list) renders Services.
 		{"", "services", "get,list,watch,create,patch,delete"},
 		{"a.example.com", "bazs", "get,list,watch"},

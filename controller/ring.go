@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/ha"
@@ -67,6 +72,10 @@ func (c *Controller) runRing(ctx context.Context) error {
 	})
 	c.ring, c.fence = rs, rs.Allow
 
+	namespaces, err := c.watchNamespaces(runCtx)
+	if err != nil {
+		return err
+	}
 	if err := m.Join(ctx, ""); err != nil {
 		return err
 	}
@@ -76,7 +85,7 @@ func (c *Controller) runRing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rs.Adopt(snap, time.Now())
+	rs.Adopt(snap, namespaces(), time.Now())
 	c.ringGauges(rs)
 	if err := m.Renew(ctx, rs.ViewID()); err != nil {
 		return err
@@ -94,7 +103,7 @@ func (c *Controller) runRing(ctx context.Context) error {
 	defer stopLoops()
 	reshard := make(chan struct{}, 1)
 	var loops sync.WaitGroup
-	loops.Go(func() { c.ringLoop(loopCtx, rs, reshard) })
+	loops.Go(func() { c.ringLoop(loopCtx, rs, namespaces, reshard) })
 	loops.Go(func() { c.reshardLoop(loopCtx, rs, serverFilters, reshard) })
 
 	err = c.runWorkers(runCtx, rs.Tripped)
@@ -120,8 +129,9 @@ func (c *Controller) runRing(ctx context.Context) error {
 var errRingLeaseLost = errors.New("the ring Lease was not renewed in time")
 
 // ringLoop renews the member's Lease and reads the ring every retry period,
-// adopting each new view and requeueing everything once it settles.
-func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, reshard chan<- struct{}) {
+// adopting each new view (members, or their division of the namespaces
+// listed by namespaces) and requeueing everything once it settles.
+func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, namespaces func() []string, reshard chan<- struct{}) {
 	logger := klog.FromContext(ctx)
 	tick := time.NewTicker(c.leaseTimings.Retry)
 	defer tick.Stop()
@@ -147,10 +157,10 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, reshard cha
 			}
 			continue
 		}
-		viewChanged, _ := rs.Adopt(snap, time.Now())
+		viewChanged, _ := rs.Adopt(snap, namespaces(), time.Now())
 		if viewChanged {
-			logger.Info("Ring members changed", "members", snap.Live, "view", rs.ViewID())
-			c.ringGauges(rs)
+			_, held, of := rs.View()
+			logger.Info("Ring view changed", "members", snap.Live, "view", rs.ViewID(), "namespaces", held, "of", of)
 			// Publish at once: the others wait for it.
 			if err := rs.Member().Renew(ctx, rs.ViewID()); err != nil && ctx.Err() == nil {
 				logger.Error(err, "Publishing the ring view")
@@ -171,6 +181,7 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, reshard cha
 			c.opts.Metrics.ringHandoverSeconds.Observe(took.Seconds())
 			c.EnqueueAll()
 		}
+		c.ringGauges(rs)
 	}
 }
 
@@ -210,7 +221,8 @@ func (c *Controller) reshardLoop(ctx context.Context, rs *ha.RingState, serverFi
 		// of a namespace just gained missing, and dropped it. Now they are
 		// the registry's.
 		c.EnqueueAll()
-		logger.Info("Watching the new share", "share", fmt.Sprintf("%.1f%%", 100*ring.Share(rs.ShareNow())), "took", time.Since(start).Round(time.Millisecond))
+		_, held, of := rs.View()
+		logger.Info("Watching the new share", "namespaces", held, "of", of, "ranges", len(rs.ShareNow()), "took", time.Since(start).Round(time.Millisecond))
 		// The view may have moved on while the informers synced.
 		again = rs.NeedsReshard()
 	}
@@ -218,9 +230,49 @@ func (c *Controller) reshardLoop(ctx context.Context, rs *ha.RingState, serverFi
 
 // ringGauges sets the ring's metrics from rs.
 func (c *Controller) ringGauges(rs *ha.RingState) {
-	members, share := rs.View()
-	c.opts.Metrics.ringMembers.Set(float64(members))
-	c.opts.Metrics.ringShare.Set(share)
+	members, held, of := rs.View()
+	share := 0.0
+	if of > 0 {
+		share = float64(held) / float64(of)
+	}
+	m := c.opts.Metrics
+	m.ringMembers.Set(float64(members))
+	m.ringShare.Set(share)
+	m.ringNamespaces.Set(float64(held))
+	settled := 0.0
+	if rs.Settled() {
+		settled = 1
+	}
+	m.ringSettled.Set(settled)
+}
+
+// watchNamespaces runs an informer of the cluster's namespaces, names
+// only, until ctx ends, and returns once it has listed them: the ring
+// divides the namespaces that exist (controller/ring). It returns a
+// function that lists their names, sorted.
+func (c *Controller) watchNamespaces(ctx context.Context) (func() []string, error) {
+	if c.opts.Metadata == nil {
+		return nil, errors.New("a ring needs Options.Metadata to list the namespaces it divides")
+	}
+	inf := metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata,
+		schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}, nil
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, fmt.Errorf("namespace informer: %w", err)
+	}
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("listing the namespaces the ring divides: %w", cmp.Or(ctx.Err(), errors.New("the informer did not sync")))
+	}
+	return func() []string {
+		names := inf.GetStore().ListKeys()
+		slices.Sort(names)
+		return names
+	}, nil
 }
 
 // serverFiltersShards finds out whether the API server serves sharded

@@ -43,6 +43,9 @@ type RingState struct {
 	view      ring.View
 	share     []ring.Range
 	published map[string]string
+	// namespaces are the namespaces the view divides, sorted: a tick
+	// whose members and namespaces are the same computes nothing.
+	namespaces []string
 	// watched is the share the informers were last built for (nil before
 	// the first Reshard). It can differ from share: a view adopted while
 	// the informers still watch the last one (a reshard under way, or one
@@ -82,11 +85,20 @@ func (r *RingState) BeginSync() (end func()) {
 func (r *RingState) Tripped() bool { return r.wire.tripped.Load() }
 
 // View returns the number of members of the view this member acts on,
-// and the fraction of the hash space its share covers.
-func (r *RingState) View() (members int, share float64) {
+// how many namespaces this member holds under it, and how many it divides.
+func (r *RingState) View() (members, held, of int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.view.Members), ring.Share(r.share)
+	held, of = r.view.Held(r.self)
+	return len(r.view.Members), held, of
+}
+
+// Settled reports whether every live member published the view this
+// member acts on: until then, it writes nothing.
+func (r *RingState) Settled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.settled
 }
 
 // Allow is the ring's write fence: nil while this member may write for
@@ -143,16 +155,26 @@ func (r *RingState) ViewID() string {
 	return r.view.ID()
 }
 
-// Adopt records snap; when its live members differ from the view's, it
-// waits for the syncs in flight and switches to the new view. It reports
-// whether the view changed, and whether this member's share did.
-func (r *RingState) Adopt(snap ring.Snapshot, now time.Time) (viewChanged, shareChanged bool) {
-	next := ring.NewView(snap.Live)
+// Adopt records snap and the namespaces that exist (sorted); when the
+// live members or their division of the namespaces differ from the view's,
+// it waits for the syncs in flight and switches to the new view. It
+// reports whether the view changed, and whether this member's share did.
+func (r *RingState) Adopt(snap ring.Snapshot, namespaces []string, now time.Time) (viewChanged, shareChanged bool) {
 	r.mu.Lock()
 	r.published = snap.Published
-	same := slices.Equal(next.Members, r.view.Members) && r.view.Members != nil
+	same := r.view.Members != nil && slices.Equal(snap.Live, r.view.Members) && slices.Equal(namespaces, r.namespaces)
+	current := r.view.ID()
 	r.mu.Unlock()
 	if same {
+		return false, false
+	}
+	next := ring.NewView(snap.Live, namespaces)
+	if next.ID() == current {
+		// A namespace came or went and landed with the member that held
+		// its hash: the same ranges, no handover.
+		r.mu.Lock()
+		r.view, r.namespaces = next, namespaces
+		r.mu.Unlock()
 		return false, false
 	}
 	r.syncs.Lock()
@@ -161,7 +183,7 @@ func (r *RingState) Adopt(snap ring.Snapshot, now time.Time) (viewChanged, share
 	defer r.mu.Unlock()
 	share := next.Share(r.self)
 	shareChanged = !slices.Equal(share, r.share)
-	r.view, r.share, r.settled, r.changed = next, share, false, now
+	r.view, r.namespaces, r.share, r.settled, r.changed = next, namespaces, share, false, now
 	return true, shareChanged
 }
 

@@ -14,6 +14,16 @@ import (
 	"stencil.dev/stencil/controller/ring"
 )
 
+// teams are the namespaces the tests' rings divide, named as clusters
+// name them (sorted, as the namespace informer's list is).
+var teams = func() []string {
+	var out []string
+	for i := range 20 {
+		out = append(out, fmt.Sprintf("team-%02d", i+1))
+	}
+	return out
+}()
+
 // TestRingHandoverWaitsForSyncsAndAdoption: a member alone writes for
 // every namespace; when a second joins, the first switches views only once
 // its sync in flight is done, and then writes for no namespace until the
@@ -38,12 +48,11 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rs.Adopt(snap, time.Now())
+		return rs.Adopt(snap, teams, time.Now())
 	}
-	both := ring.NewView([]string{"a", "b"})
+	both := ring.NewView([]string{"a", "b"}, teams)
 	var nsA, nsB string
-	for i := 0; nsA == "" || nsB == ""; i++ {
-		ns := fmt.Sprintf("team-%d", i)
+	for _, ns := range teams {
 		if ring.Holds(both.Share("a"), ns) {
 			nsA = ns
 		} else {
@@ -137,15 +146,14 @@ func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs.Adopt(snap, time.Now())
+		rs.Adopt(snap, teams, time.Now())
 		if err := rs.member.Renew(ctx, rs.ViewID()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	three := ring.NewView([]string{"a", "b", "c"})
+	three := ring.NewView([]string{"a", "b", "c"}, teams)
 	var mine, theirs string
-	for i := 0; mine == "" || theirs == ""; i++ {
-		ns := fmt.Sprintf("team-%d", i)
+	for _, ns := range teams {
 		if ring.Holds(three.Share("a"), ns) {
 			mine = ns
 		} else {

@@ -3,8 +3,8 @@ package ring
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
-	"strings"
 )
 
 // A handover with no double writes. Every member acts on a view: the
@@ -28,34 +28,48 @@ import (
 // member's last write under the old one. A member that died is not live:
 // its Lease expired, and rule 1 fences it if it comes back.
 
-// View is a ring's membership as one member acts on it.
+// View is a ring's membership and its division of the namespaces, as one
+// member acts on it.
 type View struct {
 	// Members are the identities of the live members, sorted.
 	Members []string
-	// shares is Assign(Members), computed once by NewView: every write
-	// asks MayWrite.
-	shares map[string][]Range
+	// assignment is Assign(Members, the namespaces), computed once by
+	// NewView: every write asks MayWrite.
+	assignment Assignment
+	// id names the members and their ranges (see ID).
+	id string
 }
 
-// NewView returns the view of members, in any order.
-func NewView(members []string) View {
+// NewView returns the view of members dividing namespaces, each in any
+// order.
+func NewView(members, namespaces []string) View {
 	ms := slices.Compact(slices.Sorted(slices.Values(members)))
-	return View{Members: ms, shares: Assign(ms)}
+	v := View{Members: ms, assignment: Assign(ms, namespaces)}
+	h := sha256.New()
+	for _, m := range ms {
+		fmt.Fprintf(h, "%s\n", m)
+		for _, r := range v.assignment.Ranges[m] {
+			fmt.Fprintf(h, "%x-%x\n", r.Start, r.End)
+		}
+	}
+	v.id = hex.EncodeToString(h.Sum(nil)[:8])
+	return v
 }
 
 // Share returns member m's ranges under v.
-func (v View) Share(m string) []Range {
-	if v.shares == nil {
-		return Assign(v.Members)[m]
-	}
-	return v.shares[m]
+func (v View) Share(m string) []Range { return v.assignment.Ranges[m] }
+
+// Held returns how many namespaces member m holds under v, and how many
+// were divided.
+func (v View) Held(m string) (held, of int) {
+	return v.assignment.Held[m], v.assignment.Namespaces
 }
 
-// ID names the view in a member's Lease: the same members, the same ID.
-func (v View) ID() string {
-	sum := sha256.Sum256([]byte(strings.Join(v.Members, "\n")))
-	return hex.EncodeToString(sum[:8])
-}
+// ID names the view in a member's Lease: the same members holding the same
+// ranges, the same ID. A namespace added that lands with the member that
+// held its hash already changes no range, and so no view: the members go
+// on writing without a handover.
+func (v View) ID() string { return v.id }
 
 // MayWrite applies the rule above for member self acting on view, given
 // whether its own Lease is valid and the view each other live member has

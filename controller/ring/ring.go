@@ -1,19 +1,25 @@
 // Package ring splits namespaces among the live members of a ring of
 // stencil replicas (stencil run --ring, docs/operating.md "A ring of
-// replicas"): which hash ranges each member holds, the shard selector that
-// asks the API server for exactly those (KEP-5866 sharded list and watch),
-// and the rule that decides when a member may write for a namespace.
+// replicas"): which namespaces each member holds, the hash ranges that
+// stand for them, the shard selector that asks the API server for exactly
+// those (KEP-5866 sharded list and watch), and the rule that decides when
+// a member may write for a namespace.
 //
 // It is the ring's arithmetic and protocol only, each a function of its
-// inputs, with no client and no clock of its own; the membership Leases and
-// the wiring into the controller's informers and write fence come on top.
+// inputs, with no client and no clock of its own; the membership Leases,
+// the namespace informer and the wiring into the controller's informers
+// and write fence come on top.
 //
-// The choice a newcomer may question: namespaces are placed by consistent
-// hashing with a fixed number of points per member, not by cutting the
-// hash space into N equal slices. Equal slices move almost every namespace
-// when a member joins or leaves (slice i of 3 is not slice i of 4); with
-// points on a ring, a change of one member moves only about 1/N of the
-// space, and so only the caches and writes of that part change hands.
+// The choice a newcomer may question: the ranges are cut from the hashes
+// of the namespaces that exist, not from the hash space. The API server
+// hashes a namespace with FNV-1a 64, whose high bits barely depend on a
+// name's last bytes: team-01 ... team-30 fall into one sliver of the
+// space, and an even split of the space gave one member all of them. So
+// the namespaces themselves are placed (each on the member it scores
+// highest with, a member taking no more than its equal share), and each
+// member's ranges are the stretches of the FNV-1a order its namespaces
+// start. The split is even whatever the names, and a namespace added or
+// removed moves at most a few others.
 package ring
 
 import (
@@ -22,9 +28,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
-	"strconv"
 
 	"k8s.io/apimachinery/pkg/sharding"
 )
@@ -33,16 +37,19 @@ import (
 // resource and its children share a namespace, so they stay together.
 const ShardKey = "object.metadata.namespace"
 
-// DefaultPoints is how many points each member places on the ring: enough
-// that three members' shares stay within a few points of a third.
-const DefaultPoints = 64
+// MaxSelectorRanges bounds the shardRange terms of one selector (about 85
+// bytes each, in the URL of every list and watch). A member holds about
+// two ranges for every three namespaces it holds (its namespaces rarely
+// sit next to each other in hash order); past this many, the smallest
+// gaps between its ranges are filled, the server sends more, and the
+// member's own filter (Holds) drops it. The project's API server took
+// 683 terms (58 kB) in test/integration's ring test.
+const MaxSelectorRanges = 512
 
 // Hash is the 64-bit FNV-1a hash of s, the hash the API server's
 // shardRange uses (k8s.io/apimachinery/pkg/sharding.HashField). Its high
-// bits barely depend on the last two or three bytes of s: namespaces named
-// team-01 ... team-99 all fall into one sliver of the space, and so to one
-// member. The hash is the API server's, not stencil's to change; the docs
-// say so (docs/operating.md, "A ring of replicas").
+// bits barely depend on the last two or three bytes of s, which is why
+// ranges follow the namespaces' hashes (see the package comment).
 func Hash(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
@@ -60,14 +67,6 @@ func (r Range) Contains(h uint64) bool {
 	return h >= r.Start && (r.End == 0 || h < r.End)
 }
 
-// size returns the number of hashes in r, as a float (2^64 does not fit).
-func (r Range) size() float64 {
-	if r.End == 0 {
-		return math.Exp2(64) - float64(r.Start)
-	}
-	return float64(r.End - r.Start)
-}
-
 // bound renders a bound the way shardRange expects it: 0x and 16 lowercase
 // hex digits, or 0x10000000000000000 for the end of the space.
 func bound(v uint64, end bool) string {
@@ -77,61 +76,131 @@ func bound(v uint64, end bool) string {
 	return fmt.Sprintf("0x%016x", v)
 }
 
-// Assign places DefaultPoints points per member on the ring and returns
-// each member's ranges, sorted and merged: a hash belongs to the member of
-// the nearest point at or below it (wrapping around). The ranges of all
-// members tile the space exactly. The same members give the same
-// assignment on every replica, whatever their order.
-func Assign(members []string) map[string][]Range {
-	return assign(members, DefaultPoints)
+// Assignment is how one set of members divides one set of namespaces.
+type Assignment struct {
+	// Ranges are each member's ranges, sorted and merged. Together they
+	// tile the hash space, so a namespace no member knows of yet (created
+	// a moment ago) has a holder: the member of the namespace before it
+	// in hash order.
+	Ranges map[string][]Range
+	// Held is how many of the namespaces each member holds.
+	Held map[string]int
+	// Namespaces is how many namespaces were divided.
+	Namespaces int
 }
 
-type point struct {
-	at     uint64
-	member string
-}
-
-func assign(members []string, points int) map[string][]Range {
-	out := map[string][]Range{}
+// Assign divides namespaces among members. Each namespace goes to the
+// member it scores highest with (SHA-256 of both names), unless that
+// member already holds its equal share, ceil(namespaces/members); pairs
+// are taken best score first. Then the hash order of the namespaces is cut
+// where the holder changes: a member's range runs from one of its
+// namespaces' hashes to the next namespace's. The same members and
+// namespaces give the same assignment on every replica, in any order.
+// Namespaces with one hash (an FNV-1a collision) go together.
+func Assign(members, namespaces []string) Assignment {
 	members = slices.Compact(slices.Sorted(slices.Values(members)))
+	a := Assignment{Ranges: map[string][]Range{}, Held: map[string]int{}}
 	if len(members) == 0 {
-		return out
+		return a
 	}
-	var ring []point
-	for _, m := range members {
-		for i := range points {
-			ring = append(ring, point{at: pointHash(m, i), member: m})
-		}
+	units := hashUnits(namespaces)
+	for _, u := range units {
+		a.Namespaces += u.names
 	}
-	slices.SortFunc(ring, func(a, b point) int {
-		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.member, b.member))
-	})
-	// [0, first point) wraps around to the last point's member.
-	if ring[0].at > 0 {
-		out[ring[len(ring)-1].member] = append(out[ring[len(ring)-1].member], Range{Start: 0, End: ring[0].at})
+	if len(units) == 0 {
+		// Nothing to divide yet: the first member holds the space until
+		// the first namespace is seen.
+		a.Ranges[members[0]] = []Range{{Start: 0, End: 0}}
+		return a
 	}
-	for i, p := range ring {
+	holder := place(members, units)
+	for i, u := range units {
 		end := uint64(0)
-		if i+1 < len(ring) {
-			end = ring[i+1].at
+		if i+1 < len(units) {
+			end = units[i+1].hash
 		}
-		if end != 0 && end == p.at {
-			continue // two points at one hash: the next one owns it
-		}
-		out[p.member] = append(out[p.member], Range{Start: p.at, End: end})
+		a.Ranges[holder[i]] = append(a.Ranges[holder[i]], Range{Start: u.hash, End: end})
+		a.Held[holder[i]] += u.names
 	}
-	for m, rs := range out {
-		out[m] = merge(rs)
+	// [0, the first hash) wraps around to the last namespace's holder.
+	if units[0].hash > 0 {
+		last := holder[len(units)-1]
+		a.Ranges[last] = append(a.Ranges[last], Range{Start: 0, End: units[0].hash})
+	}
+	for m, rs := range a.Ranges {
+		a.Ranges[m] = merge(rs)
+	}
+	return a
+}
+
+// unit is the namespaces that share one hash: almost always one.
+type unit struct {
+	hash uint64
+	// key names the unit for scoring: its smallest namespace name.
+	key   string
+	names int
+}
+
+// hashUnits returns the distinct namespaces grouped by hash, in hash order.
+func hashUnits(namespaces []string) []unit {
+	names := slices.Compact(slices.Sorted(slices.Values(namespaces)))
+	us := make([]unit, 0, len(names))
+	for _, ns := range names {
+		us = append(us, unit{hash: Hash(ns), key: ns, names: 1})
+	}
+	// Stable: within one hash, the smallest name comes first.
+	slices.SortStableFunc(us, func(a, b unit) int { return cmp.Compare(a.hash, b.hash) })
+	out := us[:0]
+	for _, u := range us {
+		if n := len(out); n > 0 && out[n-1].hash == u.hash {
+			out[n-1].names++
+			continue
+		}
+		out = append(out, u)
 	}
 	return out
 }
 
-// pointHash places member m's i-th point. Not FNV-1a: its high bits barely
-// change between "m#1" and "m#2", so the points of one member would bunch
-// together (one of three members held 63% of the space); SHA-256 spreads
-// them. Only namespaces must hash as the API server hashes them.
-func pointHash(m string, i int) uint64 {
-	sum := sha256.Sum256([]byte(m + "#" + strconv.Itoa(i)))
+// place returns the holder of each unit: best-scoring pairs first, each
+// member taking at most ceil(units/members). A namespace added moves at
+// most a few others (the one whose slot it took, and so on: measured in
+// ring_test.go), and a member joining or leaving moves about 1/N.
+func place(members []string, units []unit) []string {
+	type pair struct {
+		score  uint64
+		member int
+		unit   int
+	}
+	pairs := make([]pair, 0, len(members)*len(units))
+	for ui, u := range units {
+		for mi, m := range members {
+			pairs = append(pairs, pair{score: score(m, u.key), member: mi, unit: ui})
+		}
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.member, b.member), cmp.Compare(a.unit, b.unit))
+	})
+	capacity := (len(units) + len(members) - 1) / len(members)
+	load := make([]int, len(members))
+	holder := make([]string, len(units))
+	placed := 0
+	for _, p := range pairs {
+		if holder[p.unit] != "" || load[p.member] >= capacity {
+			continue
+		}
+		holder[p.unit] = members[p.member]
+		load[p.member]++
+		if placed++; placed == len(units) {
+			break
+		}
+	}
+	return holder
+}
+
+// score is how much member m wants namespace ns: SHA-256, not FNV-1a,
+// whose high bits would rank near-identical names alike.
+func score(m, ns string) uint64 {
+	sum := sha256.Sum256([]byte(m + "\x00" + ns))
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
@@ -149,15 +218,6 @@ func merge(rs []Range) []Range {
 	return out
 }
 
-// Share returns the fraction of the hash space rs covers.
-func Share(rs []Range) float64 {
-	total := 0.0
-	for _, r := range rs {
-		total += r.size()
-	}
-	return total / math.Exp2(64)
-}
-
 // Holds reports whether rs hold namespace ns.
 func Holds(rs []Range, ns string) bool {
 	h := Hash(ns)
@@ -171,11 +231,40 @@ func Holds(rs []Range, ns string) bool {
 
 // Selector returns the shardSelector (ListOptions.ShardSelector, alpha in
 // Kubernetes 1.36 behind the ShardedListAndWatch gate) that asks for the
-// namespaces of rs: one shardRange per range, joined by ||.
+// namespaces of rs: one shardRange per range, joined by ||, at most
+// MaxSelectorRanges of them (a superset of rs past that).
 func Selector(rs []Range) string {
+	rs = cover(rs, MaxSelectorRanges)
 	reqs := make([]sharding.ShardRangeRequirement, 0, len(rs))
 	for _, r := range rs {
 		reqs = append(reqs, sharding.ShardRangeRequirement{Key: ShardKey, Start: bound(r.Start, false), End: bound(r.End, true)})
 	}
 	return sharding.NewSelector(reqs...).String()
+}
+
+// cover returns at most limit ranges that contain rs (sorted, merged):
+// the smallest gaps between consecutive ranges are filled first.
+func cover(rs []Range, limit int) []Range {
+	if len(rs) <= limit || limit < 1 {
+		return rs
+	}
+	gaps := make([]int, len(rs)-1) // gap i lies between rs[i] and rs[i+1]
+	for i := range gaps {
+		gaps[i] = i
+	}
+	size := func(i int) uint64 { return rs[i+1].Start - rs[i].End }
+	slices.SortStableFunc(gaps, func(a, b int) int { return cmp.Compare(size(a), size(b)) })
+	fill := make([]bool, len(rs)-1)
+	for _, g := range gaps[:len(rs)-limit] {
+		fill[g] = true
+	}
+	out := []Range{rs[0]}
+	for i := 1; i < len(rs); i++ {
+		if fill[i-1] {
+			out[len(out)-1].End = rs[i].End
+			continue
+		}
+		out = append(out, rs[i])
+	}
+	return out
 }
