@@ -25,7 +25,12 @@ import (
 // renewTime another member's clock wrote, so clock skew between members
 // does not matter. A Lease not seen to change for LeaseDuration is
 // expired; a deleted one left the ring at once (a member deletes its own
-// Lease only after it stopped writing).
+// Lease only after it stopped writing). A Lease not seen to change for
+// twice LeaseDuration is deleted by whichever member sees it (Sweep): a
+// member killed with -9 leaves its Lease behind, and a member that starts
+// later cannot tell it from a live one for LeaseDuration (it has not yet
+// seen it not change), so its first view would count the dead member and
+// no view would settle until then.
 
 // LabelRing labels a member's Lease with its ring's name.
 const LabelRing = "stencil.dev/ring"
@@ -57,6 +62,9 @@ type Member struct {
 	lease *coordinationv1.Lease
 	// seen holds each Lease's last observed version, by Lease name.
 	seen map[string]observation
+	// stale are the Leases Observe saw unchanged for twice LeaseDuration,
+	// by name, with the resourceVersion seen.
+	stale map[string]string
 }
 
 // observation is what a member last saw of another's Lease.
@@ -183,6 +191,7 @@ func (m *Member) Observe(ctx context.Context) (Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := make(map[string]observation, len(list.Items))
+	stale := map[string]string{}
 	snap := Snapshot{Published: map[string]string{}}
 	for _, l := range list.Items {
 		if l.Name == own || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
@@ -200,17 +209,40 @@ func (m *Member) Observe(ctx context.Context) (Snapshot, error) {
 			o.at = prev.at
 		}
 		seen[l.Name] = o
+		if now.Sub(o.at) >= 2*m.LeaseDuration {
+			stale[l.Name] = l.ResourceVersion
+		}
 		if now.Sub(o.at) < m.LeaseDuration {
 			snap.Live = append(snap.Live, o.identity)
 			snap.Published[o.identity] = o.view
 		}
 	}
-	m.seen = seen
+	m.seen, m.stale = seen, stale
 	if t := m.sent.Load(); t != nil && now.Sub(*t) < m.RenewDeadline {
 		snap.Live = append(snap.Live, m.Identity)
 	}
 	slices.Sort(snap.Live)
 	return snap, nil
+}
+
+// Sweep deletes the Leases the last Observe saw unchanged for twice
+// LeaseDuration: their members are gone (see the note on membership). Each
+// delete is conditional on the version seen, so a member that renewed in
+// the meantime keeps its Lease; such a conflict, or a Lease already gone,
+// is no error.
+func (m *Member) Sweep(ctx context.Context) error {
+	m.mu.Lock()
+	stale := m.stale
+	m.stale = nil
+	m.mu.Unlock()
+	var errs []error
+	for name, rv := range stale {
+		err := m.Leases.Leases(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting the expired ring Lease %s/%s: %w", m.Namespace, name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func ptr[T any](v T) *T { return &v }

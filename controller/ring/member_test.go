@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -96,5 +97,54 @@ func TestMemberLiveness(t *testing.T) {
 	}
 	if b.Valid() {
 		t.Fatal("b still valid after it left")
+	}
+}
+
+// TestSweepDeletesTheLeasesOfDeadMembers: a member killed with -9 leaves
+// its Lease; once a live member has seen it unchanged for twice
+// LeaseDuration, Sweep deletes it, and a member that starts then counts
+// only the live ones in its first view, instead of the dead one for its
+// first LeaseDuration (no view would settle meanwhile).
+func TestSweepDeletesTheLeasesOfDeadMembers(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	leases := fakeLeases()
+	member := func(id string) *Member {
+		m := &Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
+		if err := m.Join(ctx, "v0"); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a := member("a")
+	member("dead")
+	for i := range 16 {
+		now = now.Add(2 * time.Second)
+		if err := a.Renew(ctx, "v0"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		list, err := leases.Leases("ops").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if elapsed := 2 * time.Duration(i+1) * time.Second; elapsed < 30*time.Second && len(list.Items) != 2 {
+			t.Fatalf("%s after the dead member's last renewal: %d Leases, want it kept until 30 s", elapsed, len(list.Items))
+		}
+	}
+	c := member("c")
+	snap, err := c.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(snap.Live, []string{"a", "c"}) {
+		t.Fatalf("a newcomer's first view: %v, want [a c] (the dead member's Lease swept)", snap.Live)
 	}
 }

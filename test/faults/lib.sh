@@ -297,6 +297,48 @@ wait_replica_exit() {
   RRC[$tag]=$rc
 }
 
+# ring_names PREFIX COUNT prints COUNT namespace names starting PREFIX-,
+# in the naming RING_NAMING picks: sequential (PREFIX-team-01 ...), words
+# (PREFIX-payments ...) or hex (PREFIX-3fa9c1 ...). The API server's
+# FNV-1a puts sequential names into one sliver of the hash space: the ring
+# must divide them as evenly as random ones.
+ring_names() {
+  local prefix=$1 count=$2 i
+  local words=(payments checkout search billing auth catalog orders shipping inventory reviews profile cart
+    ledger gateway notify reports metrics media pricing promo support identity audit export frontend
+    backend mobile data ml infra security platform web api)
+  for ((i = 0; i < count; i++)); do
+    case ${RING_NAMING:-sequential} in
+    sequential) printf '%s-team-%02d\n' "$prefix" $((i + 1)) ;;
+    words) printf '%s-%s\n' "$prefix" "${words[i % ${#words[@]}]}$( ((i < ${#words[@]})) || echo "-$((i / ${#words[@]}))")" ;;
+    hex) printf '%s-%s\n' "$prefix" "$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')" ;;
+    *) fail "RING_NAMING=$RING_NAMING: want sequential, words or hex" ;;
+    esac
+  done
+}
+
+# images_are NAME IMAGE NS... succeeds once Deployment NAME runs IMAGE in
+# every namespace NS: one list, so that a takeover is timed to within a
+# poll, not a poll plus a kubectl call per namespace.
+images_are() {
+  local name=$1 image=$2 got ns
+  shift 2
+  got=$(k get deployments -A --field-selector "metadata.name=$name" -o \
+    jsonpath='{range .items[*]}{.metadata.namespace}={.spec.template.spec.containers[0].image}{"\n"}{end}') || return 1
+  for ns in "$@"; do
+    grep -qxF "$ns=$image" <<<"$got" || return 1
+  done
+}
+
+# no_terminating_namespaces succeeds once no namespace is being deleted:
+# the ring divides the namespaces that exist, and one that goes away mid-
+# check moves others.
+no_terminating_namespaces() {
+  local left
+  left=$(k get namespaces -o jsonpath='{range .items[?(@.status.phase=="Terminating")]}{.metadata.name}{"\n"}{end}') || return 1
+  [ -z "$left" ] || { echo "$(wc -l <<<"$left") namespaces terminating"; return 1; }
+}
+
 # kill_replica TAG kills replica TAG with SIGKILL and reaps it.
 kill_replica() {
   signal_replica "$1" KILL

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A ring whose three members start together, as deploy/ring/'s Deployment
 # starts its pods: launched within 100 ms, each sees few or none of the
-# others at its first list. Within 30 s of the view settling, each member
-# holds 15% to 55% of the hash space, caches the WebApps of at least one of
-# the 30 namespaces (300 WebApps) and none outside its share; each namespace is written by exactly one member, the one that
-# caches it (counted at the proxy: a member's cached count is 10 times the
-# namespaces it wrote). A kill -9 is taken over within 30 s. Then a rolling
+# others at its first list. The 30 namespaces (300 WebApps) are named as
+# RING_NAMING says (words by default: together-XXXX-payments ...). Within
+# 30 s of the view settling, each member caches 20% to 45% of the WebApps
+# and none outside its share; each namespace is written by exactly one
+# member, the one that caches it (counted at the proxy: a member's cached
+# count is 10 times the namespaces it wrote). A kill -9 is taken over
+# within 20 s (the 15 s Lease plus 5). Then a rolling
 # restart, one member at a time (a new one ready, then the old one
 # SIGTERMed, as a Deployment with maxSurge 1 does): the same checks hold
 # for the three new members.
@@ -27,11 +29,12 @@ no_other_webapps() {
   [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
 }
 wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
+wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
 
-namespaces=()
-for ((i = 0; i < RING_NAMESPACES; i++)); do
-  ns="together-$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  namespaces+=("$ns")
+RING_NAMING=${RING_NAMING:-words}
+mapfile -t namespaces < <(ring_names "together-$(head -c2 /dev/urandom | od -An -tx1 | tr -d ' \n')" "$RING_NAMESPACES")
+echo "[$SCENARIO] $RING_NAMING names: ${namespaces[0]} ... ${namespaces[RING_NAMESPACES - 1]}"
+for ns in "${namespaces[@]}"; do
   create_once k create namespace "$ns" >/dev/null
   k label namespace "$ns" stencil.dev/faults="$SCENARIO" >/dev/null
   DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$ns" --wait=false)")
@@ -82,18 +85,15 @@ settled() {
   done
 }
 
-# shares_right TAG... succeeds once each member holds 15% to 55% of the
-# hash space and caches at least one namespace's WebApps, none outside its
-# share, and all 300 between them. The band is on the hash space, not on
-# the count: 30 namespaces hash into a third of the space 10 +- 2.6 at a
-# time, so a count band of 15% to 55% failed about one run in ten (CI's
-# run on 237da4a: a healthy ring with 17 namespaces in one share).
+# shares_right TAG... succeeds once each member caches 20% to 45% of the
+# WebApps, none outside its share, and all 300 between them: what users
+# see, not a share of the hash space (which an even split of the space
+# satisfied while one member cached everything).
 shares_right() {
   local t n sum=0
   for t in "$@"; do
     n=$(cached_of "$t")
-    awk -v s="$(rmetric "$t" stencil_ring_share)" 'BEGIN { exit !(s >= 0.15 && s <= 0.55) }' || return 1
-    ((n >= PER_NAMESPACE)) || return 1
+    ((n * 100 >= TOTAL * 20 && n * 100 <= TOTAL * 45)) || return 1
     [ "$(outside_of "$t")" = 0 ] || return 1
     sum=$((sum + n))
   done
@@ -111,11 +111,11 @@ check_members() {
   if ! wait_for_quiet 30 shares_right "$@"; then
     local got=""
     for t in "$@"; do got="$got $t=$(cached_of "$t") (share $(rmetric "$t" stencil_ring_share), outside $(outside_of "$t"))"; done
-    fail "$label: 30 s after the view settled the members cache:$got; want each 15% to 55% of the hash space, at least $PER_NAMESPACE of $TOTAL cached, none outside its share"
+    fail "$label: 30 s after the view settled the members cache:$got; want each 20% to 45% of the $TOTAL WebApps, none outside its share"
   fi
   local cached_line=""
   for t in "$@"; do
-    cached_line="$cached_line $t=$(cached_of "$t") ($(awk -v s="$(rmetric "$t" stencil_ring_share)" 'BEGIN { printf "%.0f%%", 100 * s }') of the space)"
+    cached_line="$cached_line $t=$(cached_of "$t") ($(rmetric "$t" stencil_ring_namespaces) namespaces held)"
   done
   # Every namespace gets a spec edit: its writer shows at the proxy.
   local edit_ms
@@ -134,6 +134,7 @@ check_members() {
     expect_eq "$label: WebApps member $t caches (10 per namespace it wrote)" "$((wrote * PER_NAMESPACE))" "$(cached_of "$t")"
   done
   ok "$label: settled, then caches:$cached_line (none outside a share) within 30 s; each namespace written by exactly the member that caches it"
+  CACHED_LINES="${CACHED_LINES:+$CACHED_LINES;}$label:$cached_line"
   SPLIT=$split
 }
 
@@ -163,7 +164,7 @@ wait_for 300 "all $TOTAL WebApps Ready" all_ready
 ok "launched within ${spread} ms; all $TOTAL Ready $(secs "$t0" "$(now_ms)")s after the launch"
 check_members started-together a b c
 
-step "member c gets kill -9: a and b take its namespaces within 30 s"
+step "member c gets kill -9: a and b take its namespaces within 20 s"
 c_namespaces=$(awk '$2 == "c" { print $1 }' <<<"$SPLIT")
 [ -n "$c_namespaces" ] || fail "member c wrote for no namespace"
 kill_ms=$(now_ms)
@@ -171,15 +172,11 @@ kill_replica c
 for ns in $c_namespaces; do
   k -n "$ns" patch webapp wa-00 --type merge -p '{"spec":{"image":"registry.k8s.io/pause:3.9"}}' >/dev/null
 done
-edited() {
-  local ns
-  for ns in $c_namespaces; do
-    [ "$(k -n "$ns" get deployment wa-00 -o jsonpath='{.spec.template.spec.containers[0].image}')" = registry.k8s.io/pause:3.9 ] || return 1
-  done
-}
+# shellcheck disable=SC2086 # one namespace per word
+edited() { images_are wa-00 registry.k8s.io/pause:3.9 $c_namespaces; }
 wait_for 60 "the edits in c's namespaces to reach their Deployments" edited
 took=$(secs "$kill_ms" "$(now_ms)")
-awk -v s="$took" 'BEGIN { exit !(s <= 30) }' || fail "c's namespaces served ${took}s after the kill; want at most 30 s"
+awk -v s="$took" 'BEGIN { exit !(s <= 20) }' || fail "c's namespaces served ${took}s after the kill; want at most 20 s (the 15 s Lease plus 5)"
 ok "$(wc -w <<<"$c_namespaces") namespaces of c served again ${took}s after the kill"
 
 step "c is replaced, then a rolling restart: a new member ready, then an old one SIGTERMed"
@@ -198,4 +195,4 @@ roll a d
 roll b e
 check_members after-a-rolling-restart d e f
 
-figures "launched within ${spread} ms; after the start, the kill and the rolling restart each member holds 15% to 55% of the hash space, caches at least one namespace and none outside its share; each namespace written by the member that caches it; c's $(wc -w <<<"$c_namespaces") namespaces served again ${took}s after kill -9"
+figures "$RING_NAMING names; launched within ${spread} ms; after the start, the kill and the rolling restart each member caches 20% to 45% of the $TOTAL WebApps ($CACHED_LINES) and none outside its share; each namespace written by the member that caches it; c's $(wc -w <<<"$c_namespaces") namespaces served again ${took}s after kill -9"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # A ring of three replicas (stencil run --ring) splits 300 WebApps in 30
-# namespaces. Each resource is cached by exactly one member, each
-# namespace written by exactly one, and each share is between 10% and 60%
-# of the hash space. Then a member gets SIGKILL: the others take its
-# namespaces once its Lease expires (15 s) and reflect spec edits there.
-# It comes back and joins again: the rebalance rewrites no converged
-# resource. Last, a member is paused (SIGSTOP) past its Lease: the others
-# take its namespaces, and once resumed it writes nothing, its Lease
-# included, and exits 1. ring-unfiltered.sh runs the same against an API
-# server without sharded list and watch: stencil filters its watches itself.
+# namespaces, named as RING_NAMING says (sequential by default: NS-team-01
+# ...; words; hex). Each resource is cached by exactly one member, each
+# namespace written by exactly one, and each member caches and writes 20%
+# to 45% of the WebApps. Then a member gets SIGKILL: the others take its
+# namespaces once its Lease expires (15 s) and reflect spec edits there
+# within 20 s. It comes back and joins again: the rebalance rewrites no
+# converged resource. A namespace added to the 30 moves at most 3 of them
+# between members (who writes each, before and after, at the proxy). Last,
+# a member is paused (SIGSTOP) past its Lease: the others take its
+# namespaces, and once resumed it writes nothing, its Lease included, and
+# exits 1. ring-unfiltered.sh runs the same against an API server without
+# sharded list and watch (stencil filters its watches itself), with hex
+# names by default.
 # shellcheck source=test/faults/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -43,15 +47,18 @@ no_other_webapps() {
   [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
 }
 wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
+wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
 
-namespaces=()
-for ((i = 0; i < RING_NAMESPACES; i++)); do
-  ns="$NS-$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  namespaces+=("$ns")
-  create_once k create namespace "$ns" >/dev/null
-  k label namespace "$ns" stencil.dev/faults="$SCENARIO" >/dev/null
-  DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$ns" --wait=false)")
-done
+# new_namespace NAME creates namespace NAME, deleted when the scenario ends.
+new_namespace() {
+  create_once k create namespace "$1" >/dev/null
+  k label namespace "$1" stencil.dev/faults="$SCENARIO" >/dev/null
+  DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$1" --wait=false)")
+}
+mapfile -t all_names < <(ring_names "$NS" $((RING_NAMESPACES + 1)))
+namespaces=("${all_names[@]:0:RING_NAMESPACES}")
+for ns in "${namespaces[@]}"; do new_namespace "$ns"; done
+echo "[$SCENARIO] ${RING_NAMING:-sequential} names: ${namespaces[0]} ... ${namespaces[RING_NAMESPACES - 1]}"
 
 ring_workload() {
   local image=$1 ns i
@@ -107,23 +114,24 @@ wait_for 300 "all $TOTAL WebApps Ready" all_ready
 ready_ms=$(now_ms)
 ok "all $TOTAL Ready $(secs "$t0" "$ready_ms")s after the apply"
 
-step "each resource cached by one member, each namespace written by one"
+step "each resource cached by one member, each namespace written by one, each member 20% to 45%"
 cached=0
 shares=""
+split=$(writers "$t0" "$ready_ms")
 for tag in a b c; do
   n=$(rmetric "$tag" stencil_cached_resources 'resource="webapps.apps.example.com"')
-  share=$(rmetric "$tag" stencil_ring_share)
-  awk -v s="$share" 'BEGIN { exit !(s >= 0.10 && s <= 0.60) }' || fail "member $tag holds $share of the hash space; want 10% to 60%"
+  wrote=$(awk -v t="$tag" '$2 == t' <<<"$split" | wc -l)
+  ((n * 100 >= TOTAL * 20 && n * 100 <= TOTAL * 45)) || fail "member $tag caches $n of $TOTAL WebApps; want 20% to 45%"
+  ((wrote * 100 >= RING_NAMESPACES * 20 && wrote * 100 <= RING_NAMESPACES * 45)) || fail "member $tag wrote in $wrote of $RING_NAMESPACES namespaces; want 20% to 45%"
   cached=$((cached + n))
-  shares="$shares $tag $(awk -v s="$share" 'BEGIN { printf "%.0f%%", 100 * s }') ($n cached)"
+  shares="$shares $tag: $n cached, $wrote namespaces written, $(rmetric "$tag" stencil_ring_namespaces) held (share $(awk -v s="$(rmetric "$tag" stencil_ring_share)" 'BEGIN { printf "%.0f%%", 100 * s }'));"
 done
 expect_eq "WebApps cached by the three members together" "$TOTAL" "$cached"
-split=$(writers "$t0" "$ready_ms")
 written=$(wc -l <<<"$split")
 expect_eq "ring namespaces written" "$RING_NAMESPACES" "$written"
 shared=$(awk 'length($2) > 1' <<<"$split")
 [ -z "$shared" ] || fail "namespaces written by more than one member: $shared"
-ok "shares:$shares; $written namespaces, each written by exactly one member"
+ok "${shares% ;} $written namespaces, each written by exactly one member"
 
 step "member c gets SIGKILL; a and b take its namespaces"
 c_namespaces=$(awk '$2 == "c" { print $1 }' <<<"$split")
@@ -133,16 +141,12 @@ kill_replica c
 for ns in $c_namespaces; do
   k -n "$ns" patch webapp wa-00 --type merge -p '{"spec":{"image":"registry.k8s.io/pause:3.9"}}' >/dev/null
 done
-edited() {
-  local ns
-  for ns in $c_namespaces; do
-    [ "$(k -n "$ns" get deployment wa-00 -o jsonpath='{.spec.template.spec.containers[0].image}')" = registry.k8s.io/pause:3.9 ] || return 1
-  done
-}
+# shellcheck disable=SC2086 # one namespace per word
+edited() { images_are wa-00 registry.k8s.io/pause:3.9 $c_namespaces; }
 wait_for 60 "the edits in c's namespaces to reach their Deployments" edited
 healed_ms=$(now_ms)
 took=$(secs "$kill_ms" "$healed_ms")
-awk -v s="$took" 'BEGIN { exit !(s <= 25) }' || fail "c's namespaces served ${took}s after the kill; want at most 25 s (15 s Lease, a 2 s poll, the handover)"
+awk -v s="$took" 'BEGIN { exit !(s <= 20) }' || fail "c's namespaces served ${took}s after the kill; want at most 20 s (the 15 s Lease plus 5)"
 after_kill=$(writers "$kill_ms" "$healed_ms")
 shared=$(awk 'length($2) > 1 || $2 ~ /c/' <<<"$after_kill")
 [ -z "$shared" ] || fail "after the kill, namespaces written by more than one member or by c: $shared"
@@ -165,6 +169,41 @@ for tag in a b c; do cached=$((cached + $(rmetric "$tag" stencil_cached_resource
 expect_eq "WebApps cached by the three members after the join" "$TOTAL" "$cached"
 ok "c joined; settled $(secs "$join_ms" "$settled_ms")s after it started; 0 rewrites"
 
+step "a namespace added to the $RING_NAMESPACES moves at most 3 of them between members"
+# who_writes N IMAGE edits wa-0N in every ring namespace and prints, once
+# the edits reached the Deployments, "namespace tags" for who wrote there.
+who_writes() {
+  local n=$1 image=$2 since ns
+  since=$(now_ms)
+  for ns in "${namespaces[@]}"; do
+    k -n "$ns" patch webapp "wa-0$n" --type merge -p "{\"spec\":{\"image\":\"$image\"}}" >/dev/null
+  done
+  wait_for 60 "the edits of wa-0$n to reach their Deployments" images_are "wa-0$n" "$image" "${namespaces[@]}"
+  writers "$since"
+}
+# divided_by_all succeeds once the three members act on one view that
+# divides every namespace of the cluster.
+divided_by_all() {
+  local t held=0 want
+  want=$(k get namespaces -o name | wc -l)
+  for t in a b c; do
+    [ "$(rmetric "$t" stencil_ring_settled)" = 1 ] || return 1
+    held=$((held + $(rmetric "$t" stencil_ring_namespaces)))
+  done
+  [ "$held" = "$want" ] || { echo "the members hold $held namespaces, the cluster has $want"; return 1; }
+}
+wait_for 60 "the members to divide every namespace" divided_by_all
+before=$(who_writes 2 registry.k8s.io/pause:3.8)
+added=${all_names[RING_NAMESPACES]}
+new_namespace "$added"
+add_ms=$(now_ms)
+wait_for 60 "the members to divide $added too" divided_by_all
+after=$(who_writes 3 registry.k8s.io/pause:3.8)
+moved=$(join <(echo "$before") <(echo "$after") | awk '$2 != $3' | wc -l)
+((moved <= 3)) || fail "adding $added moved $moved of the $RING_NAMESPACES namespaces between members; want at most 3: $(join <(echo "$before") <(echo "$after") | awk '$2 != $3' | tr '\n' ' ')"
+expect_eq "namespaces written by more than one member after the add" "" "$(awk 'length($2) > 1' <<<"$after")"
+ok "$added added: $moved of the $RING_NAMESPACES namespaces moved between members (divided by all three $(secs "$add_ms" "$(now_ms)")s after its create, edits included)"
+
 step "member b is paused past its Lease; once resumed it writes nothing"
 b_namespaces=$(awk '$2 == "b" { print $1 }' <<<"$(writers "$t0" "$ready_ms")")
 pause_ms=$(now_ms)
@@ -172,12 +211,8 @@ signal_replica b STOP
 for ns in $b_namespaces; do
   k -n "$ns" patch webapp wa-01 --type merge -p '{"spec":{"image":"registry.k8s.io/pause:3.9"}}' >/dev/null
 done
-b_edited() {
-  local ns
-  for ns in $b_namespaces; do
-    [ "$(k -n "$ns" get deployment wa-01 -o jsonpath='{.spec.template.spec.containers[0].image}')" = registry.k8s.io/pause:3.9 ] || return 1
-  done
-}
+# shellcheck disable=SC2086 # one namespace per word
+b_edited() { images_are wa-01 registry.k8s.io/pause:3.9 $b_namespaces; }
 wait_for 60 "the edits in b's namespaces to reach their Deployments" b_edited
 b_healed_ms=$(now_ms)
 # Paused past its Lease (15 s) whatever the handover took.
@@ -191,4 +226,4 @@ expect_eq "writes by b after it resumed, its Lease included" 0 "$b_after"
 pause_writes=$(proxy_writes "$pause_ms" "$b_healed_ms" | awk '$4 != "leases"' | wc -l)
 ok "b's $(wc -w <<<"$b_namespaces") namespaces served by a and c $(secs "$pause_ms" "$b_healed_ms")s after the pause; b resumed after $(secs "$pause_ms" "$resume_ms")s: 0 writes, exit 1"
 
-figures "3 members, $TOTAL WebApps in $RING_NAMESPACES namespaces Ready in $(secs "$t0" "$ready_ms")s; shares:$shares; each namespace written by one member; c killed: its $(wc -w <<<"$c_namespaces") namespaces served again in ${took}s ($kill_writes writes, Leases aside); c rejoined: settled in $(secs "$join_ms" "$settled_ms")s, 0 rewrites; b paused: its namespaces served again in $(secs "$pause_ms" "$b_healed_ms")s ($pause_writes writes, Leases aside), 0 writes after resuming, exit 1"
+figures "${RING_NAMING:-sequential} names; 3 members, $TOTAL WebApps in $RING_NAMESPACES namespaces Ready in $(secs "$t0" "$ready_ms")s; ${shares% ;}; each namespace written by one member; c killed: its $(wc -w <<<"$c_namespaces") namespaces served again in ${took}s ($kill_writes writes, Leases aside); c rejoined: settled in $(secs "$join_ms" "$settled_ms")s, 0 rewrites; a 31st namespace moved $moved; b paused: its namespaces served again in $(secs "$pause_ms" "$b_healed_ms")s ($pause_writes writes, Leases aside), 0 writes after resuming, exit 1"
