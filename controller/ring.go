@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -279,9 +280,23 @@ func (c *Controller) watchNamespaces(ctx context.Context) (func() []string, erro
 	}); err != nil {
 		return nil, fmt.Errorf("namespace informer: %w", err)
 	}
+	// A list the API server refuses (RBAC without namespaces list and
+	// watch) is retried by the reflector for ever: give up after a Lease
+	// duration and say why, rather than hang before joining.
+	var lastErr atomic.Pointer[error]
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		lastErr.Store(&err)
+		klog.FromContext(ctx).Info("Listing the namespaces the ring divides; retrying", "err", err)
+	})
 	go inf.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("listing the namespaces the ring divides: %w", cmp.Or(ctx.Err(), errors.New("the informer did not sync")))
+	waitCtx, cancel := context.WithTimeout(ctx, c.leaseTimings.Lease)
+	defer cancel()
+	if !cache.WaitForCacheSync(waitCtx.Done(), inf.HasSynced) {
+		err := cmp.Or(ctx.Err(), errors.New("not listed within the Lease duration"))
+		if last := lastErr.Load(); last != nil {
+			err = *last
+		}
+		return nil, fmt.Errorf("listing the namespaces the ring divides (stencil rbac grants list and watch on namespaces): %w", err)
 	}
 	return func() []string {
 		names := inf.GetStore().ListKeys()

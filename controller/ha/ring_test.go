@@ -1,9 +1,11 @@
 package ha
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -190,5 +192,83 @@ func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 	}
 	if err := a.Allow(theirs); !errors.Is(err, ErrNotHolder) {
 		t.Fatalf("after its reshard, a's write for %s outside its share: %v, want ErrNotHolder", theirs, err)
+	}
+}
+
+// TestRingViewFollowsTheNamespaces: the view is the members and their
+// ranges. A namespace created that lands with the member already holding
+// its hash changes no range: no new view, no handover, writes go on. One
+// that lands elsewhere is a new view, which nobody writes under until
+// every member published it.
+func TestRingViewFollowsTheNamespaces(t *testing.T) {
+	ctx := context.Background()
+	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	fake := &k8stesting.Fake{}
+	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
+	var states []*RingState
+	for _, id := range []string{"a", "b"} {
+		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
+		if err := m.Join(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, &RingState{member: m, self: id})
+	}
+	adopt := func(rs *RingState, namespaces []string) bool {
+		t.Helper()
+		snap, err := rs.member.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed, _ := rs.Adopt(snap, namespaces, time.Now())
+		if err := rs.member.Renew(ctx, rs.ViewID()); err != nil {
+			t.Fatal(err)
+		}
+		return changed
+	}
+	for range 2 {
+		for _, rs := range states {
+			adopt(rs, teams)
+		}
+	}
+	a := states[0]
+	a.Resharded(a.ShareNow())
+	if _, ok := a.Settle(time.Now()); !ok {
+		t.Fatal("a did not settle on the view both published")
+	}
+	// Find a name of each kind.
+	before := ring.NewView([]string{"a", "b"}, teams)
+	var same, moves string
+	for i := 0; same == "" || moves == ""; i++ {
+		ns := fmt.Sprintf("new-%d", i)
+		with := append(slices.Clone(teams), ns)
+		slices.Sort(with)
+		if ring.NewView([]string{"a", "b"}, with).ID() == before.ID() {
+			same = cmp.Or(same, ns)
+		} else {
+			moves = cmp.Or(moves, ns)
+		}
+	}
+	withSame := append(slices.Clone(teams), same)
+	slices.Sort(withSame)
+	if adopt(a, withSame) {
+		t.Fatalf("namespace %s lands with the member holding its hash, yet the view changed", same)
+	}
+	if _, held, of := a.View(); of != len(teams)+1 || held == 0 {
+		t.Fatalf("after %s was created a counts %d of %d namespaces, want of %d", same, held, of, len(teams)+1)
+	}
+	if err := a.Allow(same); err != nil && a.Holds(same) {
+		t.Fatalf("a holds %s and may not write for it: %v", same, err)
+	}
+	withMoves := append(slices.Clone(withSame), moves)
+	slices.Sort(withMoves)
+	if !adopt(a, withMoves) {
+		t.Fatalf("namespace %s moves ranges between members, yet the view did not change", moves)
+	}
+	for _, ns := range teams {
+		if err := a.Allow(ns); !errors.Is(err, ErrNotHolder) {
+			t.Fatalf("a wrote for %s under a view b has not published: %v", ns, err)
+		}
 	}
 }
