@@ -169,6 +169,12 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, namespaces 
 			}
 			continue
 		}
+		// Checked again: a member paused during the list reads every other
+		// Lease as expired, and must stop, not adopt a view without them.
+		if !rs.Member().Valid() {
+			rs.Trip()
+			return
+		}
 		if err := rs.Member().Sweep(ctx); err != nil && ctx.Err() == nil {
 			logger.Info("Could not delete an expired ring Lease; trying again", "err", err)
 		}

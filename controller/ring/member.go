@@ -132,9 +132,14 @@ func (m *Member) Join(ctx context.Context, view string) error {
 	return nil
 }
 
-// Renew renews this member's Lease, publishing view. The write is
-// conditional on the version last written: nobody else writes the Lease,
-// so a conflict means it was deleted and recreated, and this member is out.
+// ErrLapsed refuses a write of the ring's Leases by a member whose own
+// Lease is no longer valid (Valid).
+var ErrLapsed = errors.New("this member's ring Lease lapsed")
+
+// Renew renews this member's Lease, publishing view, while the Lease is
+// valid (ErrLapsed after). The write is conditional on the version last
+// written: nobody else writes the Lease, so a conflict means it was
+// deleted and recreated, and this member is out.
 func (m *Member) Renew(ctx context.Context, view string) error {
 	m.mu.Lock()
 	if m.lease == nil {
@@ -143,6 +148,12 @@ func (m *Member) Renew(ctx context.Context, view string) error {
 	}
 	l := m.lease.DeepCopy()
 	m.mu.Unlock()
+	// A member whose own Lease lapsed never renews it: paused past it and
+	// resumed in the middle of a loop turn, it would otherwise come back
+	// to life while the others hold its share.
+	if !m.Valid() {
+		return ErrLapsed
+	}
 	now := m.now()
 	l.Spec.RenewTime = &metav1.MicroTime{Time: now}
 	if l.Annotations == nil {
@@ -237,6 +248,12 @@ func (m *Member) Sweep(ctx context.Context) error {
 	m.mu.Unlock()
 	var errs []error
 	for name, rv := range stale {
+		// Judged from a list read before a pause, every Lease looks
+		// stale; only a valid member sweeps (the version precondition
+		// would refuse the delete too).
+		if !m.Valid() {
+			return ErrLapsed
+		}
 		err := m.Leases.Leases(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			errs = append(errs, fmt.Errorf("deleting the expired ring Lease %s/%s: %w", m.Namespace, name, err))

@@ -2,11 +2,13 @@ package ring
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -22,7 +24,8 @@ func fakeLeases() *fakecoordination.FakeCoordinationV1 {
 
 // TestMemberLiveness: a member is live while its Lease is seen to change
 // within LeaseDuration of this member's clock, gone at once when it leaves,
-// and its own Lease is valid only within RenewDeadline of its last renewal.
+// and its own Lease is valid only within RenewDeadline of its last renewal;
+// once lapsed, it is not renewed.
 func TestMemberLiveness(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -81,22 +84,29 @@ func TestMemberLiveness(t *testing.T) {
 	if !a.Valid() {
 		t.Fatal("a's own Lease invalid 2 s after its renewal")
 	}
-	// b resumes and renews: seen again at once.
-	if err := b.Renew(ctx, "v2"); err != nil {
+	// b resumes: it may not renew its lapsed Lease, and stays out.
+	if err := b.Renew(ctx, "v2"); !errors.Is(err, ErrLapsed) {
+		t.Fatalf("b renewed its lapsed Lease: %v", err)
+	}
+	if got := live(a); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after b tried to renew, a sees %v", got)
+	}
+	// c joins and leaves: gone at the next read, without waiting for expiry.
+	c := member("c")
+	if err := c.Join(ctx, "v1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := live(a); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("after b renewed again, a sees %v", got)
+	if got := live(a); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("after c joined, a sees %v", got)
 	}
-	// b leaves: gone at the next read, without waiting for expiry.
-	if err := b.Leave(ctx); err != nil {
+	if err := c.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := live(a); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("after b left, a sees %v", got)
+		t.Fatalf("after c left, a sees %v", got)
 	}
-	if b.Valid() {
-		t.Fatal("b still valid after it left")
+	if c.Valid() {
+		t.Fatal("c still valid after it left")
 	}
 }
 
@@ -146,5 +156,56 @@ func TestSweepDeletesTheLeasesOfDeadMembers(t *testing.T) {
 	}
 	if !slices.Equal(snap.Live, []string{"a", "c"}) {
 		t.Fatalf("a newcomer's first view: %v, want [a c] (the dead member's Lease swept)", snap.Live)
+	}
+}
+
+// TestALapsedMemberWritesNoLease: a member whose own Lease lapsed (paused
+// past its renew deadline) neither renews its Lease nor sweeps others',
+// whatever its last list of the ring said: resumed in the middle of a
+// loop turn, it would otherwise come back to life while the others hold
+// its share, or delete their Leases as if they were the ones gone.
+func TestALapsedMemberWritesNoLease(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	leases := fakeLeases()
+	var writes int
+	leases.Fake.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() != "list" && a.GetVerb() != "get" {
+			writes++
+		}
+		return false, nil, nil
+	})
+	member := func(id string) *Member {
+		m := &Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
+		if err := m.Join(ctx, "v0"); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	paused, other := member("paused"), member("other")
+	if _, err := paused.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 40 s pass; the other member renews meanwhile, but the paused one's
+	// list is from before (as when the list's response arrived just
+	// before SIGSTOP): it judges the other's Lease stale.
+	now = now.Add(40 * time.Second)
+	paused.mu.Lock()
+	paused.stale = map[string]string{other.LeaseName(): "1"}
+	paused.mu.Unlock()
+	before := writes
+	if err := paused.Renew(ctx, "v1"); !errors.Is(err, ErrLapsed) {
+		t.Fatalf("a lapsed member's Renew: %v, want ErrLapsed", err)
+	}
+	if err := paused.Sweep(ctx); !errors.Is(err, ErrLapsed) {
+		t.Fatalf("a lapsed member's Sweep: %v, want ErrLapsed", err)
+	}
+	if writes != before {
+		t.Fatalf("a lapsed member sent %d writes of the Leases, want 0", writes-before)
+	}
+	if paused.Valid() {
+		t.Fatal("the lapsed member counts itself valid")
 	}
 }
