@@ -10,6 +10,8 @@
 # plane runs the OwnerReferencesPermissionEnforcement admission plugin, as
 # OpenShift does, so blockOwnerDeletion needs the finalizers rule. The config is
 # crds/stencil.yaml, which the Deployment in deploy/ mounts (crds/kustomization.yaml).
+# Last, the same identity runs a ring member (--ring), which also lists and
+# watches the namespaces it divides.
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -80,6 +82,19 @@ if grep -iE 'forbidden|cannot (get|list|watch|create|patch|update|delete)' "$STE
 fi
 expect_eq "exit status after SIGTERM (Lease released)" 0 "$STENCIL_RC"
 ok "no 'forbidden' in $STENCIL_LOG, through shutdown"
+
+step "stencil runs as $user as a ring member (--ring): it lists the namespaces it divides, and serves"
+start_stencil --config "$CONFIG_DIR/stencil.yaml" --kubeconfig "$kubeconfig_sa" \
+  --ring smoke --leader-elect-namespace "$NS"
+kn patch webapp demo --type merge -p '{"spec":{"image":"registry.k8s.io/pause:ring"}}' >/dev/null
+demo_image() { [ "$(kn get deployment demo -o jsonpath='{.spec.template.spec.containers[0].image}')" = registry.k8s.io/pause:ring ]; }
+wait_for 60 "the ring member to apply webapp/demo's new image" demo_image
+stop_stencil
+if grep -iE 'forbidden|cannot (get|list|watch|create|patch|update|delete)' "$STENCIL_LOG"; then
+  fail "the ring member logged authorization errors (above)"
+fi
+expect_eq "the ring member's exit status after SIGTERM (its Lease deleted)" 0 "$STENCIL_RC"
+ok "as a ring member of one: webapp/demo's edit applied, no 'forbidden', exit 0"
 
 step "kubectl apply -k deploy/ --dry-run=server is accepted"
 # A server-side dry run creates nothing, so the namespaced objects need
