@@ -16,6 +16,14 @@ import (
 	"stencil.dev/stencil/controller/ring"
 )
 
+// fakeLeases is a Leases client over an object tracker.
+func fakeLeases() *fakecoordination.FakeCoordinationV1 {
+	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	fake := &k8stesting.Fake{}
+	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	return &fakecoordination.FakeCoordinationV1{Fake: fake}
+}
+
 // teams are the namespaces the tests' rings divide, named as clusters
 // name them (sorted, as the namespace informer's list is).
 var teams = func() []string {
@@ -33,10 +41,7 @@ var teams = func() []string {
 // A member whose Lease lapsed writes nothing and stops its workers.
 func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 	ctx := context.Background()
-	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
-	fake := &k8stesting.Fake{}
-	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
-	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
+	leases := fakeLeases()
 	member := func(id string) *ring.Member {
 		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
@@ -131,10 +136,7 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 // new share, and then only for its share.
 func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 	ctx := context.Background()
-	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
-	fake := &k8stesting.Fake{}
-	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
-	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
+	leases := fakeLeases()
 	join := func(id string) *RingState {
 		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
@@ -221,10 +223,7 @@ func TestRingViewFollowsTheNamespaces(t *testing.T) {
 		t.Fatalf("no namespace name found that keeps the view (%q) or moves it (%q)", same, moves)
 	}
 
-	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
-	fake := &k8stesting.Fake{}
-	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
-	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
+	leases := fakeLeases()
 	// A clock that stands still: the Leases never lapse, however slow
 	// the race detector makes the test.
 	now := time.Now()

@@ -22,6 +22,18 @@ func fakeLeases() *fakecoordination.FakeCoordinationV1 {
 	return &fakecoordination.FakeCoordinationV1{Fake: f}
 }
 
+// joined returns member id of ring r in namespace ops, on clock, with a
+// 15 s Lease and a 10 s renew deadline, once it has joined publishing v0.
+func joined(t *testing.T, leases *fakecoordination.FakeCoordinationV1, clock func() time.Time, id string) *Member {
+	t.Helper()
+	m := &Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
+	if err := m.Join(context.Background(), "v0"); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestMemberLiveness: a member is live while its Lease is seen to change
 // within LeaseDuration of this member's clock, gone at once when it leaves,
 // and its own Lease is valid only within RenewDeadline of its last renewal;
@@ -120,14 +132,7 @@ func TestSweepDeletesTheLeasesOfDeadMembers(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	leases := fakeLeases()
-	member := func(id string) *Member {
-		m := &Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
-		if err := m.Join(ctx, "v0"); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	member := func(id string) *Member { return joined(t, leases, clock, id) }
 	a := member("a")
 	member("dead")
 	for i := range 16 {
@@ -176,14 +181,7 @@ func TestALapsedMemberWritesNoLease(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	member := func(id string) *Member {
-		m := &Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
-		if err := m.Join(ctx, "v0"); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	member := func(id string) *Member { return joined(t, leases, clock, id) }
 	paused, other := member("paused"), member("other")
 	if _, err := paused.Observe(ctx); err != nil {
 		t.Fatal(err)
