@@ -297,6 +297,14 @@ wait_replica_exit() {
   RRC[$tag]=$rc
 }
 
+# new_namespace NAME creates namespace NAME, labelled with the scenario
+# and deleted (without waiting) when the scenario ends.
+new_namespace() {
+  create_once k create namespace "$1" >/dev/null
+  k label namespace "$1" stencil.dev/faults="$SCENARIO" >/dev/null
+  DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$1" --wait=false)")
+}
+
 # ring_names PREFIX COUNT prints COUNT namespace names starting PREFIX-,
 # in the naming RING_NAMING picks: sequential (PREFIX-team-01 ...), words
 # (PREFIX-payments ...) or hex (PREFIX-3fa9c1 ...). The API server's

@@ -34,11 +34,7 @@ wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_
 RING_NAMING=${RING_NAMING:-words}
 mapfile -t namespaces < <(ring_names "together-$(head -c2 /dev/urandom | od -An -tx1 | tr -d ' \n')" "$RING_NAMESPACES")
 echo "[$SCENARIO] $RING_NAMING names: ${namespaces[0]} ... ${namespaces[RING_NAMESPACES - 1]}"
-for ns in "${namespaces[@]}"; do
-  create_once k create namespace "$ns" >/dev/null
-  k label namespace "$ns" stencil.dev/faults="$SCENARIO" >/dev/null
-  DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$ns" --wait=false)")
-done
+for ns in "${namespaces[@]}"; do new_namespace "$ns"; done
 
 # ring_workload IMAGE prints the 300 WebApps with IMAGE.
 ring_workload() {

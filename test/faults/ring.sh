@@ -49,12 +49,6 @@ no_other_webapps() {
 wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
 wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
 
-# new_namespace NAME creates namespace NAME, deleted when the scenario ends.
-new_namespace() {
-  create_once k create namespace "$1" >/dev/null
-  k label namespace "$1" stencil.dev/faults="$SCENARIO" >/dev/null
-  DEFERRED+=("$(printf '%q ' "$KUBECTL" delete namespace "$1" --wait=false)")
-}
 mapfile -t all_names < <(ring_names "$NS" $((RING_NAMESPACES + 1)))
 namespaces=("${all_names[@]:0:RING_NAMESPACES}")
 for ns in "${namespaces[@]}"; do new_namespace "$ns"; done
