@@ -9,6 +9,7 @@ import (
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
 )
 
 // textRenderer is the renderer before structure-safe rendering, kept as
@@ -35,7 +36,7 @@ func newTextRenderer(tb testing.TB, cfg *gvr.Config, set *Set) *textRenderer {
 	return &textRenderer{set: set, root: root}
 }
 
-func (r *textRenderer) render(parent *gvr.Object) (int, error) {
+func (r *textRenderer) render(parent *view.Object) (int, error) {
 	n := 0
 	for _, name := range r.set.Resource().TemplatePaths() {
 		out, err := engine.Execute(r.root, name, parent)

@@ -14,6 +14,7 @@ import (
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
 )
 
 // Chart mode: an entry that names a Helm chart (package chart renders
@@ -48,7 +49,7 @@ func (s *Set) Chart() *chart.Chart { return s.chart }
 
 // renderChart renders the chart for parent: the release is the resource
 // (its name and namespace), its spec the values.
-func (s *Set) renderChart(parent *gvr.Object) (r *Result, err error) {
+func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 	if err := checkParent(parent); err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (s *Set) chartKind(gvk schema.GroupVersionKind, name string) error {
 // deployed reports whether the resource's status says its release was
 // deployed before (helm-operator's Deployed condition): the next render
 // is an upgrade (.Release.IsUpgrade).
-func deployed(parent *gvr.Object) bool {
+func deployed(parent *view.Object) bool {
 	conds, _, _ := unstructured.NestedSlice(parent.Status, "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)

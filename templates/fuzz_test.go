@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
 )
 
 // FuzzRender renders arbitrary specs and names through the example
@@ -45,7 +45,7 @@ func FuzzRender(f *testing.F) {
 				"metadata":   map[string]any{"name": name, "namespace": "ns", "uid": "u-1", "generation": int64(1)},
 				"spec":       spec,
 			}}
-			parent, err := gvr.NewObject(u, s.Resource().GVR())
+			parent, err := view.NewObject(u, s.Resource().GVR())
 			if err != nil {
 				t.Fatalf("NewObject: %v", err)
 			}

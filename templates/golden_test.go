@@ -14,13 +14,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/view"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml")
 
 // sampleParent reads a sample custom resource from crds/samples and gives it
 // what the API server would: a namespace, a UID and a generation.
-func sampleParent(t testing.TB, file string, res schema.GroupVersionResource) *gvr.Object {
+func sampleParent(t testing.TB, file string, res schema.GroupVersionResource) *view.Object {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "crds", "samples", file))
 	if err != nil {
@@ -30,7 +31,7 @@ func sampleParent(t testing.TB, file string, res schema.GroupVersionResource) *g
 	if err := yaml.Unmarshal(data, &m, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
 		t.Fatal(err)
 	}
-	v, err := gvr.CopyJSONValue(m)
+	v, err := view.CopyJSONValue(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func sampleParent(t testing.TB, file string, res schema.GroupVersionResource) *g
 	u.SetNamespace("default")
 	u.SetUID("6f2c1f3e-0000-4000-8000-000000000001")
 	u.SetGeneration(1)
-	obj, err := gvr.NewObject(u, res)
+	obj, err := view.NewObject(u, res)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
 )
 
 // ReservedStatusFields are the status fields the controller owns; a status
@@ -28,7 +28,7 @@ var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "
 // labels. Template output is split on "---" lines; documents that hold only
 // whitespace and comments are skipped. All render failures are returned,
 // joined, each a *engine.RenderError.
-func (s *Set) Render(parent *gvr.Object) (children []*unstructured.Unstructured, err error) {
+func (s *Set) Render(parent *view.Object) (children []*unstructured.Unstructured, err error) {
 	if s.chart != nil {
 		r, err := s.renderChart(parent)
 		if err != nil {
@@ -48,7 +48,7 @@ func (s *Set) Render(parent *gvr.Object) (children []*unstructured.Unstructured,
 // A panic anywhere in the render (templates, decoding, the child
 // contract) is a *engine.RenderError, never a dead process: one resource's
 // input must not take the controller down for every tenant.
-func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) (err error) {
+func (s *Set) withExecutor(parent *view.Object, f func(e *executor) error) (err error) {
 	if err := checkParent(parent); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (s *Set) withExecutor(parent *gvr.Object, f func(e *executor) error) (err e
 // (nil: it has none). Templates render in dependency order; one that
 // cannot render yet waits (Result.Waits), and the others render. All
 // render failures are returned, joined, each a *engine.RenderError.
-func (s *Set) RenderWith(parent *gvr.Object, live Live) (*Result, error) {
+func (s *Set) RenderWith(parent *view.Object, live Live) (*Result, error) {
 	if s.chart != nil {
 		return s.renderChart(parent)
 	}
@@ -96,7 +96,7 @@ func (s *Set) RenderWith(parent *gvr.Object, live Live) (*Result, error) {
 }
 
 // render is Render with the executor e.
-func (s *Set) render(e *executor, parent *gvr.Object) ([]*unstructured.Unstructured, []Wait, error) {
+func (s *Set) render(e *executor, parent *view.Object) ([]*unstructured.Unstructured, []Wait, error) {
 	var (
 		children []*unstructured.Unstructured
 		errs     []error
@@ -161,7 +161,7 @@ type childKey struct {
 // documents turns the documents one template (name) rendered into
 // children: decoded, held to the child contract, and unique by kind and
 // name within the render (seen). Each failure is added to errs.
-func (s *Set) documents(e *executor, parent *gvr.Object, name string, docs []document, seen map[childKey]string, errs *[]error) []*unstructured.Unstructured {
+func (s *Set) documents(e *executor, parent *view.Object, name string, docs []document, seen map[childKey]string, errs *[]error) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, doc := range docs {
 		fail := func(err error) {
@@ -198,7 +198,7 @@ func (s *Set) documents(e *executor, parent *gvr.Object, name string, docs []doc
 // RenderStatus executes the status template and returns the mapping it
 // renders, to be merged under .status; nil, nil when there is no status
 // template. Failures are *engine.RenderError.
-func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
+func (s *Set) RenderStatus(parent *view.Object) (map[string]any, error) {
 	if s.res.StatusTemplate == "" {
 		return nil, nil
 	}
@@ -211,7 +211,7 @@ func (s *Set) RenderStatus(parent *gvr.Object) (map[string]any, error) {
 }
 
 // renderStatus is RenderStatus with the executor e.
-func (s *Set) renderStatus(e *executor, parent *gvr.Object) (map[string]any, error) {
+func (s *Set) renderStatus(e *executor, parent *view.Object) (map[string]any, error) {
 	if s.res.StatusTemplate == "" {
 		return nil, nil
 	}
@@ -254,7 +254,7 @@ func (s *Set) renderStatus(e *executor, parent *gvr.Object) (map[string]any, err
 	return m, nil
 }
 
-func checkParent(parent *gvr.Object) error {
+func checkParent(parent *view.Object) error {
 	if parent == nil {
 		return errors.New("rendering: no parent object")
 	}
@@ -286,7 +286,7 @@ func (s *Set) grantsByType(gvk schema.GroupVersionKind, obj map[string]any) erro
 
 // child takes one decoded document, enforces the child contract and stamps
 // the ownerReference and labels.
-func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, error) {
+func (s *Set) child(v any, parent *view.Object) (*unstructured.Unstructured, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("renders %s, want a Kubernetes object", engine.Describe(v))
@@ -367,7 +367,7 @@ func (s *Set) child(v any, parent *gvr.Object) (*unstructured.Unstructured, erro
 }
 
 // OwnerReference returns the controller ownerReference every child of parent carries.
-func OwnerReference(parent *gvr.Object) metav1.OwnerReference {
+func OwnerReference(parent *view.Object) metav1.OwnerReference {
 	yes := true
 	return metav1.OwnerReference{
 		APIVersion:         parent.Resource.APIVersion(),

@@ -16,6 +16,7 @@ import (
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
 )
 
 // loadSet writes the templates (name -> text) and a config listing them, in
@@ -66,13 +67,13 @@ func tryLoadSet(t *testing.T, opts Options, files ...string) (*Set, error) {
 	return Load(cfg, cfg.Resources[0], opts)
 }
 
-func parent() *gvr.Object {
-	return &gvr.Object{
+func parent() *view.Object {
+	return &view.Object{
 		Name: "demo", Namespace: "team-a", UID: "uid-1", Generation: 2,
 		Labels: map[string]string{}, Annotations: map[string]string{},
 		Spec:     map[string]any{"image": "nginx", "replicas": int64(2)},
 		Status:   map[string]any{},
-		Resource: gvr.ResourceInfo{Group: "apps.example.com", Version: "v1beta1", Kind: "WebApp", Resource: "webapps"},
+		Resource: view.ResourceInfo{Group: "apps.example.com", Version: "v1beta1", Kind: "WebApp", Resource: "webapps"},
 	}
 }
 
@@ -368,7 +369,7 @@ func TestLoadAll(t *testing.T) {
 
 // childText is child of a document's text, decoded as the text renderer
 // did (tests and the baseline of BenchmarkRender).
-func (s *Set) childText(body []byte, parent *gvr.Object) (*unstructured.Unstructured, error) {
+func (s *Set) childText(body []byte, parent *view.Object) (*unstructured.Unstructured, error) {
 	v, err := engine.DecodeYAML(body)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
 )
 
 // hostileTemplate prints .Spec.s in every position a chart-style template
@@ -377,7 +378,7 @@ func TestHelmCreateChartHostile(t *testing.T) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := gvr.CopyJSONValue(doc.Spec)
+	spec, err := view.CopyJSONValue(doc.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +417,7 @@ func TestHelmCreateChartHostile(t *testing.T) {
 	for _, leaf := range leaves {
 		for range 100 {
 			s := hostileString(r)
-			hostile, _ := gvr.CopyJSONValue(spec)
+			hostile, _ := view.CopyJSONValue(spec)
 			m := hostile.(map[string]any)
 			for _, k := range leaf[:len(leaf)-1] {
 				m = m[k].(map[string]any)

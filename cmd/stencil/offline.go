@@ -23,6 +23,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
 )
 
 func validateCommand(args []string, stdout, stderr io.Writer) int {
@@ -130,7 +131,7 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			status = exitFailed
 			continue
 		}
-		parent, err := gvr.NewObject(u, set.Resource().GVR())
+		parent, err := view.NewObject(u, set.Resource().GVR())
 		if err != nil {
 			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
 			status = exitFailed
@@ -269,7 +270,7 @@ func decodeDocuments(data []byte, check func(*unstructured.Unstructured) error) 
 		if m == nil {
 			continue
 		}
-		v, err := gvr.CopyJSONValue(m)
+		v, err := view.CopyJSONValue(m)
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}

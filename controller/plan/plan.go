@@ -35,8 +35,8 @@ import (
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
 )
 
 // Actions of a child in a diff.
@@ -305,7 +305,7 @@ func (d *Planner) diffOne(ctx context.Context, j job) (diffResult, error) {
 		// The controller leaves these alone, and so would the new config.
 		return r, nil
 	}
-	obj, err := gvr.NewObject(parent, res.GVR())
+	obj, err := view.NewObject(parent, res.GVR())
 	if err != nil {
 		return fail(reasonRenderFailed, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/view"
 )
 
 // benchFixture fills the caches with n converged WebApps and their children.
@@ -49,7 +49,7 @@ func BenchmarkResync(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			obj, err := gvr.NewObject(parent, webappGVR)
+			obj, err := view.NewObject(parent, webappGVR)
 			if err != nil {
 				b.Fatal(err)
 			}

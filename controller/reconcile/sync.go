@@ -26,9 +26,9 @@ import (
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/view"
 )
 
 // Reasons of events (those of the Ready condition are the status package's).
@@ -111,7 +111,7 @@ func (c *Reconciler) render(ctx context.Context, entry *registry.Parent, key Key
 		klog.FromContext(ctx).V(4).Info("Render failed before with this spec and these templates, not rendered again")
 		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
 	}
-	obj, err := gvr.NewObject(parent, key.GVR)
+	obj, err := view.NewObject(parent, key.GVR)
 	if err != nil {
 		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
 	}

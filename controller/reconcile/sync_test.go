@@ -30,6 +30,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
+	"stencil.dev/stencil/templates/view"
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
@@ -252,7 +253,7 @@ func renderedLive(t *testing.T, path string, parent *unstructured.Unstructured, 
 	must(t, err)
 	sets, err := templates.LoadAll(cfg, templates.Options{})
 	must(t, err)
-	obj, err := gvr.NewObject(parent, webappGVR)
+	obj, err := view.NewObject(parent, webappGVR)
 	must(t, err)
 	children, err := sets[0].Render(obj)
 	must(t, err)

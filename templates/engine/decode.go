@@ -11,7 +11,7 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/templates/view"
 )
 
 // errSlowPath sends a document to the text path: placeholders replaced in
@@ -220,7 +220,7 @@ func resolvePlain(s string) (any, error) {
 			return i, nil
 		}
 		if u, err := strconv.ParseUint(plain, 0, 64); err == nil {
-			return gvr.CopyJSONValue(u)
+			return view.CopyJSONValue(u)
 		}
 		if yamlStyleFloat(plain) {
 			if f, err := strconv.ParseFloat(plain, 64); err == nil {
@@ -244,7 +244,7 @@ func jsonNumber(f float64) (any, error) {
 	if err != nil {
 		return nil, errSlowPath
 	}
-	return gvr.CopyJSONValue(json.Number(b))
+	return view.CopyJSONValue(json.Number(b))
 }
 
 // looksLikeTimestamp is go-yaml v2's quick check for a timestamp: four

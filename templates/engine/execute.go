@@ -12,8 +12,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/view"
 )
 
 // MaxOutputBytes caps what one template may write for one custom resource.
@@ -62,7 +62,7 @@ func DecodeYAML(body []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, notYAML(err)
 	}
-	return gvr.CopyJSONValue(v)
+	return view.CopyJSONValue(v)
 }
 
 // notYAML wraps a YAML error on one line: the message ends up in a status

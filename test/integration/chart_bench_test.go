@@ -18,6 +18,7 @@ import (
 
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
 )
 
 var hellos = schema.GroupVersionResource{Group: "charts.example.com", Version: "v1", Resource: "hellos"}
@@ -82,7 +83,7 @@ func sameChildren(b *testing.B, chartPath, templatesPath, ns, name string, spec 
 		if err := u.UnmarshalJSON(data); err != nil {
 			b.Fatal(err)
 		}
-		parent, err := gvr.NewObject(u, hellos)
+		parent, err := view.NewObject(u, hellos)
 		if err != nil {
 			b.Fatal(err)
 		}

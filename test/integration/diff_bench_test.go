@@ -24,6 +24,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
 )
 
 // countingProxy serves the API server on a local plain-HTTP port with the
@@ -91,7 +92,7 @@ func serialDryRuns(ctx context.Context, b *testing.B, dyn dynamic.Interface, con
 			b.Fatal(err)
 		}
 		for j := range list.Items {
-			obj, err := gvr.NewObject(&list.Items[j], res.GVR())
+			obj, err := view.NewObject(&list.Items[j], res.GVR())
 			if err != nil {
 				b.Fatal(err)
 			}

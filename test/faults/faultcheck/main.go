@@ -61,8 +61,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"stencil.dev/stencil/controller/reload"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
 )
 
 const labelForeign = "faults.stencil.dev/foreign"
@@ -407,7 +407,7 @@ func (c *checker) invariants(ctx context.Context, selector string, expect, forei
 			if why := readyAtGeneration(u); why != "" {
 				problem("%s: not Ready at its generation: %s", id, why)
 			}
-			obj, err := gvr.NewObject(u, e.res)
+			obj, err := view.NewObject(u, e.res)
 			if err != nil {
 				problem("%s: %v", id, err)
 				continue

@@ -1,4 +1,11 @@
-package gvr
+// Package view is what a template sees as dot: a custom resource reduced to
+// plain JSON values (Object), detached from the informer cache.
+//
+// The choice a newcomer may question: the view is a copy, not the
+// unstructured object itself. A template, or a function it calls, that
+// mutated the cache's object would corrupt what every later sync reads;
+// the copy costs one walk of the spec per render and makes that impossible.
+package view
 
 import (
 	"encoding/json"

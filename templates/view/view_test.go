@@ -1,4 +1,4 @@
-package gvr
+package view
 
 import (
 	"encoding/json"
