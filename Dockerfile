@@ -6,7 +6,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
 COPY controller/ controller/
-COPY gvr/ gvr/
+COPY config/ config/
 COPY templates/ templates/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /stencil ./cmd/stencil

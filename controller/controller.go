@@ -27,12 +27,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
@@ -54,7 +54,7 @@ type Kube interface {
 // reloaded config lives in the registry (Reconfigure), under its lock.
 type Options struct {
 	// Config is the loaded stencil.yaml, as at start-up.
-	Config *gvr.Config
+	Config *config.Config
 	// Sets holds the parsed templates, one per Config.Resources entry, in order.
 	Sets []*templates.Set
 	// Dynamic reads and writes custom resources and children.

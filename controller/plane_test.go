@@ -27,9 +27,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/reload"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
@@ -84,7 +84,7 @@ func writeConfig(t *testing.T, dir, text string) string {
 	return path
 }
 
-func loadConfig(t *testing.T, path string) (*gvr.Config, []*templates.Set) {
+func loadConfig(t *testing.T, path string) (*config.Config, []*templates.Set) {
 	t.Helper()
 	cfg, sets, err := reload.Load(path)
 	must(t, err)

@@ -10,7 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // verbOrder is the order verbs appear in a rule, the order kubectl prints them.
@@ -40,7 +40,7 @@ var (
 // the entry: a guessed plural would yield a role that silently lacks a
 // permission. Rules are sorted by API group, so the output is stable and
 // can be checked in.
-func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
+func ClusterRole(name string, cfg *config.Config) (*rbacv1.ClusterRole, error) {
 	// perms[group][resource] is the set of verbs needed.
 	perms := map[string]map[string]map[string]bool{}
 	grant := func(group, resource string, verbs ...string) {
@@ -68,7 +68,7 @@ func ClusterRole(name string, cfg *gvr.Config) (*rbacv1.ClusterRole, error) {
 			res, ok := r.ChildResource(k)
 			if !ok {
 				errs = append(errs, fmt.Errorf("%s: %s: children: the resource (plural) of %s is not known to stencil; add resource: <plural> to its children entry",
-					cfg.Path, gvr.EntryName(i, r), k))
+					cfg.Path, config.EntryName(i, r), k))
 				continue
 			}
 			grant(res.Group, res.Resource, childVerbs...)

@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // The -update flag may also be defined by another test file in this package;
@@ -31,7 +31,7 @@ func updateGolden() bool {
 // (and so "stencil rbac --config crds/stencil.yaml") renders for the example
 // config. Run with -update to rewrite it.
 func TestClusterRoleMatchesDeploy(t *testing.T) {
-	cfg, err := gvr.Load(filepath.Join("..", "crds", "stencil.yaml"))
+	cfg, err := config.Load(filepath.Join("..", "crds", "stencil.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 }
 
 func TestClusterRoleRules(t *testing.T) {
-	cfg := &gvr.Config{Path: "s.yaml", Resources: []gvr.Resource{
+	cfg := &config.Config{Path: "s.yaml", Resources: []config.Resource{
 		{Group: "b.example.com", Version: "v1", Resource: "foos"},
-		{Group: "b.example.com", Version: "v1", Resource: "bars", Children: []gvr.ChildKind{
+		{Group: "b.example.com", Version: "v1", Resource: "bars", Children: []config.ChildKind{
 			{APIVersion: "apps/v1", Kind: "Deployment"}, {APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}}},
-		{Group: "a.example.com", Version: "v2", Resource: "bazs", Children: []gvr.ChildKind{
+		{Group: "a.example.com", Version: "v2", Resource: "bazs", Children: []config.ChildKind{
 			{APIVersion: "example.io/v1", Kind: "Widget", Resource: "widgets"}}},
 	}}
 	role, err := ClusterRole("x", cfg)

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -16,7 +16,7 @@ import (
 // reload changes nothing and returns an error naming the resource (and the
 // refused verbs). It works before Run too (a standby replica keeps its
 // config current), and is safe to call while workers run.
-func (c *Controller) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*templates.Set) error {
+func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) error {
 	gvrs, err := c.reg.Reconfigure(ctx, cfg, sets)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"text/template"
 	"time"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
@@ -20,7 +20,7 @@ type textRenderer struct {
 	root *template.Template
 }
 
-func newTextRenderer(tb testing.TB, cfg *gvr.Config, set *Set) *textRenderer {
+func newTextRenderer(tb testing.TB, cfg *config.Config, set *Set) *textRenderer {
 	tb.Helper()
 	root := template.New("").Option("missingkey=error").Funcs(engine.Funcs())
 	res := set.Resource()
@@ -66,7 +66,7 @@ func BenchmarkRender(b *testing.B) {
 	// Not both paths, as the other tests do: the render as it runs.
 	defer func(v bool) { verifyFastPath = v }(verifyFastPath)
 	verifyFastPath = false
-	cfg, err := gvr.Load("../crds/stencil.yaml")
+	cfg, err := config.Load("../crds/stencil.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
@@ -30,10 +30,10 @@ import (
 const StatusDeployedRelease = "deployedRelease"
 
 // loadChart loads the chart of a chart entry into s.
-func (s *Set) loadChart(cfg *gvr.Config, entry string, res gvr.Resource) error {
+func (s *Set) loadChart(cfg *config.Config, entry string, res config.Resource) error {
 	c, err := chart.Load(cfg.TemplatePath(res.Chart))
 	if err != nil {
-		return &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "chart", Err: err}
+		return &config.FieldError{File: cfg.Path, Entry: entry, Field: "chart", Err: err}
 	}
 	s.chart = c
 	if res.Rollout != nil {
@@ -99,7 +99,7 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 // chartKind checks a chart's child kind: allowed by group and kind, and
 // namespaced.
 func (s *Set) chartKind(gvk schema.GroupVersionKind, name string) error {
-	if gvr.IsClusterScoped(gvk.GroupKind()) {
+	if config.IsClusterScoped(gvk.GroupKind()) {
 		return fmt.Errorf("%s %q is cluster-scoped: a chart entry's children live in the resource's namespace; switch it off with the chart's values", gvkString(gvk), name)
 	}
 	if !slices.ContainsFunc(s.kinds, func(k schema.GroupVersionKind) bool { return k.GroupKind() == gvk.GroupKind() }) {

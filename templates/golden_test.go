@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/view"
 )
 
@@ -48,7 +48,7 @@ func sampleParent(t testing.TB, file string, res schema.GroupVersionResource) *v
 
 func exampleSets(t testing.TB) map[string]*Set {
 	t.Helper()
-	cfg, err := gvr.Load(filepath.Join("..", "crds", "stencil.yaml"))
+	cfg, err := config.Load(filepath.Join("..", "crds", "stencil.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // A Secret of type kubernetes.io/service-account-token is given a token of
@@ -32,7 +32,7 @@ func TestServiceAccountTokenSecretNeedsPermissionGrants(t *testing.T) {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := gvr.Load(path)
+		cfg, err := config.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // Children that depend on each other (DESIGN.md). A render may read the
@@ -154,7 +154,7 @@ func (e *executor) child(kind, name string) (*unstructured.Unstructured, bool) {
 
 // ready applies checks (a template's readyWhen for the child's kind) to u,
 // or stencil's readiness rules where there are none.
-func (e *executor) ready(u *unstructured.Unstructured, checks []gvr.ReadyCheck) bool {
+func (e *executor) ready(u *unstructured.Unstructured, checks []config.ReadyCheck) bool {
 	if len(checks) == 0 {
 		return e.live != nil && e.live.Ready(u)
 	}
@@ -168,7 +168,7 @@ func (e *executor) ready(u *unstructured.Unstructured, checks []gvr.ReadyCheck) 
 
 // blocked returns why t cannot render yet: a template it depends on waits,
 // or has a child that does not exist or is not ready.
-func (e *executor) blocked(t gvr.Template, byName map[string]gvr.Template, rendered map[string][]*unstructured.Unstructured, waiting map[string]Wait) (Wait, bool) {
+func (e *executor) blocked(t config.Template, byName map[string]config.Template, rendered map[string][]*unstructured.Unstructured, waiting map[string]Wait) (Wait, bool) {
 	for _, dep := range t.DependsOn {
 		if w, ok := waiting[dep]; ok {
 			return Wait{Template: t.Name(), For: w.For, Reason: w.Reason}, true
@@ -183,7 +183,7 @@ func (e *executor) blocked(t gvr.Template, byName map[string]gvr.Template, rende
 			if !e.live.Current(want, live) {
 				return Wait{Template: t.Name(), For: ref, Reason: "is being updated"}, true
 			}
-			var kindChecks []gvr.ReadyCheck
+			var kindChecks []config.ReadyCheck
 			for _, c := range checks {
 				if c.Kind == want.GetKind() {
 					kindChecks = append(kindChecks, c)
@@ -214,7 +214,7 @@ func waitedFor(err error) (string, bool) {
 // readsLive reports whether any template of the set reads live children
 // (observed, ready) or waits for another (dependsOn): its render then
 // depends on more than the custom resource.
-func readsLive(res gvr.Resource, root *template.Template) bool {
+func readsLive(res config.Resource, root *template.Template) bool {
 	for _, t := range res.Templates {
 		if len(t.DependsOn) > 0 {
 			return true

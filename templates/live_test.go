@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // fakeLive holds live children by Kind/name; ready ones are listed.
@@ -79,7 +79,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	config := `resources:
+	configText := `resources:
   - group: apps.example.com
     version: v1beta1
     resource: webapps
@@ -95,10 +95,10 @@ spec:
         dependsOn: [db]
 `
 	path := filepath.Join(dir, "stencil.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(configText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gvr.Load(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

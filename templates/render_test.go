@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
@@ -60,7 +60,7 @@ func tryLoadSet(t *testing.T, opts Options, files ...string) (*Set, error) {
 	for _, h := range helpers {
 		fmt.Fprintf(&b, "    helpers: [%s]\n", h)
 	}
-	cfg, err := gvr.ParseConfig(filepath.Join(dir, "stencil.yaml"), []byte(b.String()))
+	cfg, err := config.ParseConfig(filepath.Join(dir, "stencil.yaml"), []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,14 +343,14 @@ func TestLoadErrors(t *testing.T) {
 			t.Errorf("error %d = %q\nwant it to contain %q", i, lines[i], want[i])
 		}
 	}
-	var fe *gvr.FieldError
+	var fe *config.FieldError
 	if !errors.As(err, &fe) {
-		t.Errorf("errors.As(*gvr.FieldError) failed")
+		t.Errorf("errors.As(*config.FieldError) failed")
 	}
 }
 
 func TestLoadAll(t *testing.T) {
-	cfg, err := gvr.Load(filepath.Join("..", "crds", "stencil.yaml"))
+	cfg, err := config.Load(filepath.Join("..", "crds", "stencil.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
@@ -360,7 +360,7 @@ func TestLoadRefusesTplAndLookup(t *testing.T) {
 // has exactly the fields of the benign render, with the string in its one
 // field.
 func TestHelmCreateChartHostile(t *testing.T) {
-	cfg, err := gvr.Load("testdata/helmcreate/stencil.yaml")
+	cfg, err := config.Load("testdata/helmcreate/stencil.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -65,7 +65,7 @@ const (
 
 // DefaultKinds are the child kinds a template may render when neither the
 // config entry's children list nor Options says otherwise.
-var DefaultKinds = gvr.DefaultChildren
+var DefaultKinds = config.DefaultChildren
 
 // Options tunes Load.
 type Options struct {
@@ -84,7 +84,7 @@ type Options struct {
 // Set holds the parsed templates of one configured resource. It is safe for
 // concurrent use.
 type Set struct {
-	res   gvr.Resource
+	res   config.Resource
 	kinds []schema.GroupVersionKind
 	// root holds every template and helper of the entry in one namespace
 	// (so that include and template find the helpers' defines), rewritten
@@ -96,15 +96,15 @@ type Set struct {
 	// (StatusTemplateRevision).
 	revision string
 	// budget bounds each render (package budget).
-	budget     gvr.RenderBudget
+	budget     config.RenderBudget
 	unbudgeted bool
 	// executors are clones of root, each with the functions bound to its
 	// own engine.State; a render takes one for its whole run.
 	executors sync.Pool
 	// order is the order the templates render in: each after those it
-	// depends on (gvr.TemplateOrder); byName finds a template by id.
+	// depends on (config.TemplateOrder); byName finds a template by id.
 	order  []int
-	byName map[string]gvr.Template
+	byName map[string]config.Template
 	// readsLive says a template reads live children or waits for another.
 	readsLive bool
 	// chart renders a chart entry's children instead of templates
@@ -125,7 +125,7 @@ type executor struct {
 	// holds, per Kind/name, the readyWhen checks of the template that
 	// rendered that child in this render.
 	live   Live
-	checks map[string][]gvr.ReadyCheck
+	checks map[string][]config.ReadyCheck
 	// views holds what observed returned in this render, per Kind/name.
 	views map[string]map[string]any
 }
@@ -138,7 +138,7 @@ func (s *Set) executor() (*executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath), checks: map[string][]gvr.ReadyCheck{}, views: map[string]map[string]any{}}
+	e := &executor{t: t, st: engine.NewState(s.budget, verifyFastPath), checks: map[string][]config.ReadyCheck{}, views: map[string]map[string]any{}}
 	engine.Bind(t, &e.st, !s.unbudgeted, s.liveFuncs(e))
 	return e, nil
 }
@@ -152,7 +152,7 @@ func (s *Set) release(e *executor) {
 }
 
 // Resource returns the config entry the set was loaded for.
-func (s *Set) Resource() gvr.Resource { return s.res }
+func (s *Set) Resource() config.Resource { return s.res }
 
 // Kinds returns the child kinds the set may render.
 func (s *Set) Kinds() []schema.GroupVersionKind { return slices.Clone(s.kinds) }
@@ -161,16 +161,16 @@ func (s *Set) Kinds() []schema.GroupVersionKind { return slices.Clone(s.kinds) }
 // names are the paths as written in the config, so errors read
 // "template: webapp/deployment.yaml.tmpl:12: ...". All errors are returned,
 // joined, each prefixed with the config file and entry.
-func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
+func Load(cfg *config.Config, res config.Resource, opts Options) (*Set, error) {
 	entry := res.String()
 	for i, r := range cfg.Resources {
 		if r.GVR() == res.GVR() {
-			entry = gvr.EntryName(i, r)
+			entry = config.EntryName(i, r)
 			break
 		}
 	}
 	// The entry's children list decides; Options only when it has none.
-	s := &Set{res: res, kinds: res.ChildGVKs(), budget: gvr.RenderBudget{}.WithDefaults(), unbudgeted: opts.unbudgeted}
+	s := &Set{res: res, kinds: res.ChildGVKs(), budget: config.RenderBudget{}.WithDefaults(), unbudgeted: opts.unbudgeted}
 	if res.RenderBudget != nil {
 		s.budget = res.RenderBudget.WithDefaults()
 	}
@@ -197,7 +197,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 			h = nil
 		}
 		if err := parseFile(cfg, root, name, h); err != nil {
-			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
+			errs = append(errs, &config.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
 		}
 	}
 	for i, name := range res.Helpers {
@@ -210,7 +210,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 		parseField("statusTemplate", res.StatusTemplate)
 	}
 	if len(res.Templates) == 0 {
-		errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: errors.New("at least one template is required")})
+		errs = append(errs, &config.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: errors.New("at least one template is required")})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -227,7 +227,7 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 			if field == "" {
 				field = "templates"
 			}
-			errs = append(errs, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
+			errs = append(errs, &config.FieldError{File: cfg.Path, Entry: entry, Field: field, Err: err})
 		}
 	}
 	if len(errs) > 0 {
@@ -235,10 +235,10 @@ func Load(cfg *gvr.Config, res gvr.Resource, opts Options) (*Set, error) {
 	}
 	s.root = root
 	var cycle []string
-	if s.order, cycle = gvr.TemplateOrder(res.Templates); cycle != nil {
-		return nil, &gvr.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: fmt.Errorf("dependsOn forms a cycle: %s", strings.Join(cycle, " -> "))}
+	if s.order, cycle = config.TemplateOrder(res.Templates); cycle != nil {
+		return nil, &config.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: fmt.Errorf("dependsOn forms a cycle: %s", strings.Join(cycle, " -> "))}
 	}
-	s.byName = map[string]gvr.Template{}
+	s.byName = map[string]config.Template{}
 	for _, t := range res.Templates {
 		s.byName[t.Name()] = t
 	}
@@ -267,7 +267,7 @@ var liveStubs = template.FuncMap{
 func (s *Set) Revision() string { return s.revision }
 
 // LoadAll loads one Set per entry of cfg.Resources, in the same order.
-func LoadAll(cfg *gvr.Config, opts Options) ([]*Set, error) {
+func LoadAll(cfg *config.Config, opts Options) ([]*Set, error) {
 	var (
 		sets []*Set
 		errs []error
@@ -288,7 +288,7 @@ func LoadAll(cfg *gvr.Config, opts Options) ([]*Set, error) {
 
 // parseFile parses the file name into root's namespace, as a template of
 // that name (errors read "template: NAME:LINE: ...").
-func parseFile(cfg *gvr.Config, root *template.Template, name string, rev hash.Hash) error {
+func parseFile(cfg *config.Config, root *template.Template, name string, rev hash.Hash) error {
 	data, err := os.ReadFile(cfg.TemplatePath(name))
 	if err != nil {
 		return fmt.Errorf("reading template: %w", err)

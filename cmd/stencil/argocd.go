@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -59,7 +59,7 @@ func argocdCommand(args []string, stdout, stderr io.Writer) int {
 		kind, ok := kinds[gr]
 		if !ok {
 			fmt.Fprintf(stderr, "stencil argocd: %s: %s: no CustomResourceDefinition for %s in %s (name the CRDs with --crds)\n",
-				cfg.Path, gvr.EntryName(i, r), gr, path)
+				cfg.Path, config.EntryName(i, r), gr, path)
 			status = exitFailed
 			continue
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
@@ -22,7 +22,7 @@ import (
 // deploy/base/deployment.yaml that maps the key back to the path, and nothing
 // else is; the ClusterRole in deploy/ is what stencil rbac prints for it.
 func TestDeployConfigIsTheExampleConfig(t *testing.T) {
-	cfg, err := gvr.Load("../../crds/stencil.yaml")
+	cfg, err := config.Load("../../crds/stencil.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

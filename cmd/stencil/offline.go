@@ -18,10 +18,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/status"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -210,7 +210,7 @@ func (l liveFile) Current(want, live *unstructured.Unstructured) bool {
 // findSet picks the config entry for u: the entry with u's group and version,
 // narrowed by --resource. The CR names a kind, not a resource, and stencil
 // never guesses a plural from a kind, so ambiguity is an error.
-func findSet(cfg *gvr.Config, sets []*templates.Set, u *unstructured.Unstructured, resource string) (*templates.Set, error) {
+func findSet(cfg *config.Config, sets []*templates.Set, u *unstructured.Unstructured, resource string) (*templates.Set, error) {
 	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
 	if err != nil {
 		return nil, fmt.Errorf("apiVersion %q: %w", u.GetAPIVersion(), err)

@@ -17,8 +17,8 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reload"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
@@ -68,7 +68,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 // load loads the source, printing every error.
-func (s *sourceFlags) load(fs *flag.FlagSet, opts templates.Options, stderr io.Writer) (*gvr.Config, []*templates.Set, bool) {
+func (s *sourceFlags) load(fs *flag.FlagSet, opts templates.Options, stderr io.Writer) (*config.Config, []*templates.Set, bool) {
 	src, err := s.source(fs, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
@@ -83,7 +83,7 @@ func (s *sourceFlags) load(fs *flag.FlagSet, opts templates.Options, stderr io.W
 }
 
 // discoveryResolver finds a kind's plural in the API server's discovery.
-func discoveryResolver(disco discovery.DiscoveryInterface) gvr.PluralResolver {
+func discoveryResolver(disco discovery.DiscoveryInterface) config.PluralResolver {
 	return func(gvk schema.GroupVersionKind) (string, error) {
 		list, err := disco.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
 		if err != nil {

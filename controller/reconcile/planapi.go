@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/gvr"
 )
 
 // What the planner (package plan, "stencil diff") shares with sync, so that
@@ -24,7 +24,7 @@ import (
 // status (rollout.go): a rollout entry whose CRD's status schema prunes
 // the status field. It reads the CRD from the API server; a kind without
 // one (built in) keeps the revision in status.
-func RevisionOnChildren(ctx context.Context, client dynamic.Interface, res gvr.Resource) (bool, error) {
+func RevisionOnChildren(ctx context.Context, client dynamic.Interface, res config.Resource) (bool, error) {
 	if res.Rollout == nil {
 		return false, nil
 	}

@@ -17,8 +17,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reconcile/status"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
@@ -26,7 +26,7 @@ import (
 // templates of the config at path: its status names their revision.
 func onRevision(t *testing.T, path string, parent *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	cfg, err := gvr.Load(path)
+	cfg, err := config.Load(path)
 	must(t, err)
 	sets, err := templates.LoadAll(cfg, templates.Options{})
 	must(t, err)

@@ -32,7 +32,7 @@ import (
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/templates/view"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -68,7 +68,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) newReconciler(ctx context.Context) {
 	f.t.Helper()
-	cfg, err := gvr.Load(cmp.Or(f.config, "testdata/stencil.yaml"))
+	cfg, err := config.Load(cmp.Or(f.config, "testdata/stencil.yaml"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func renderedWith(t *testing.T, path string, parent *unstructured.Unstructured) 
 // versions of stencil wrote every child of a rollout entry.
 func renderedLive(t *testing.T, path string, parent *unstructured.Unstructured, legacy bool) []*unstructured.Unstructured {
 	t.Helper()
-	cfg, err := gvr.Load(path)
+	cfg, err := config.Load(path)
 	must(t, err)
 	sets, err := templates.LoadAll(cfg, templates.Options{})
 	must(t, err)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // A CRD event's path through the registry, file by file: here, the CRD
@@ -26,12 +26,12 @@ import (
 var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // crdKey is the cache key of res's CRD: its name is always <plural>.<group>.
-func crdKey(res gvr.Resource) string { return res.Resource + "." + res.Group }
+func crdKey(res config.Resource) string { return res.Resource + "." + res.Group }
 
 // ServedKind looks res up in crds, a cache of CRDs stripped by StripCRD:
 // the Kind its CRD serves at res's version, and whether the CRD is
 // Established, not being deleted, and serves that version.
-func ServedKind(crds cache.Store, res gvr.Resource) (string, bool) {
+func ServedKind(crds cache.Store, res config.Resource) (string, bool) {
 	obj, exists, err := crds.GetByKey(crdKey(res))
 	if err != nil || !exists {
 		return "", false
@@ -55,7 +55,7 @@ func ServedKind(crds cache.Store, res gvr.Resource) (string, bool) {
 
 // StatusSchema returns, from crds (stripped by StripCRD), the status schema
 // of res's CRD at its version, and whether there is one to prune by.
-func StatusSchema(crds cache.Store, res gvr.Resource) (map[string]any, bool) {
+func StatusSchema(crds cache.Store, res config.Resource) (map[string]any, bool) {
 	obj, exists, err := crds.GetByKey(crdKey(res))
 	if err != nil || !exists {
 		return nil, false
@@ -140,7 +140,7 @@ func (r *Registry) crdServes(entry *Parent) bool {
 }
 
 // servedKind looks res up in the CRD cache.
-func (r *Registry) servedKind(res gvr.Resource) (string, bool) {
+func (r *Registry) servedKind(res config.Resource) (string, bool) {
 	return ServedKind(r.crds.GetIndexer(), res)
 }
 

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // crd is a CRD as the API server returns it, before StripCRD.
@@ -31,13 +31,13 @@ func crd(established, served, deleting bool) *unstructured.Unstructured {
 }
 
 func TestServedKindAndStatusSchema(t *testing.T) {
-	gizmos := gvr.Resource{Group: "toys.example.com", Version: "v1", Resource: "gizmos"}
+	gizmos := config.Resource{Group: "toys.example.com", Version: "v1", Resource: "gizmos"}
 	v2 := gizmos
 	v2.Version = "v2"
 	tests := []struct {
 		name       string
 		crd        *unstructured.Unstructured
-		res        gvr.Resource
+		res        config.Resource
 		wantKind   string
 		wantServed bool
 		wantSchema bool

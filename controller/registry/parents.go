@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -32,7 +32,7 @@ import (
 // never changed, once published: a sync holds the version it started with.
 type Parent struct {
 	// Res is the config entry, Set its templates.
-	Res gvr.Resource
+	Res config.Resource
 	Set *templates.Set
 	// GVK is the resource's kind; Kind is empty until it is served.
 	GVK schema.GroupVersionKind
@@ -100,7 +100,7 @@ func builtinGroup(group string) bool {
 // newParentKind builds the entry for res of the config at path, with
 // informers not yet running. gate, when not nil, holds the informers' watch
 // errors until the config they were built for is committed.
-func (r *Registry) newParentKind(ctx context.Context, path string, res gvr.Resource, set *templates.Set, gate *pending) (*Parent, error) {
+func (r *Registry) newParentKind(ctx context.Context, path string, res config.Resource, set *templates.Set, gate *pending) (*Parent, error) {
 	g := res.GVR()
 	entry := &Parent{Res: res, Set: set, Label: g.GroupResource().String(), Builtin: builtinGroup(res.Group),
 		GVK: schema.GroupVersionKind{Group: res.Group, Version: res.Version}}

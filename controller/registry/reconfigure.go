@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -72,7 +72,7 @@ func (p *pending) denied() (string, error) {
 // preparedConfig is a new config's registry entries, built and synced but
 // not yet published.
 type preparedConfig struct {
-	cfg *gvr.Config
+	cfg *config.Config
 	// next holds the new config's entries; those in kept carry over the
 	// running entry's informers and are re-read when committed.
 	next     map[schema.GroupVersionResource]*Parent
@@ -99,7 +99,7 @@ func (p *preparedConfig) discard() {
 
 // sameWatch reports whether two versions of an entry watch the same objects
 // (so its informers can be kept across a reload).
-func sameWatch(a, b gvr.Resource) bool {
+func sameWatch(a, b config.Resource) bool {
 	return a.GVR() == b.GVR() && a.Selector == b.Selector && strings.Join(a.Namespaces, ",") == strings.Join(b.Namespaces, ",")
 }
 
@@ -115,7 +115,7 @@ func sameWatch(a, b gvr.Resource) bool {
 // config current), and is safe to call while workers read the registry.
 // It returns the configured resources, each of whose custom resources the
 // caller renders again.
-func (r *Registry) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*templates.Set) ([]schema.GroupVersionResource, error) {
+func (r *Registry) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) ([]schema.GroupVersionResource, error) {
 	if cfg == nil {
 		return nil, errors.New("registry: Reconfigure needs a config")
 	}
@@ -141,7 +141,7 @@ func (r *Registry) Reconfigure(ctx context.Context, cfg *gvr.Config, sets []*tem
 
 // prepare builds and, when the workers run, starts and syncs what cfg
 // needs beyond the running config, without the lock.
-func (r *Registry) prepare(ctx context.Context, cfg *gvr.Config, sets []*templates.Set,
+func (r *Registry) prepare(ctx context.Context, cfg *config.Config, sets []*templates.Set,
 	running map[schema.GroupVersionResource]*Parent, have map[schema.GroupVersionKind]*Child,
 	refused map[schema.GroupVersionKind]bool, runCtx, childCtx context.Context) (*preparedConfig, error) {
 	p := &preparedConfig{cfg: cfg, next: map[schema.GroupVersionResource]*Parent{},

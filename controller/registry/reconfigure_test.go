@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -23,7 +23,7 @@ func TestReconfigureWithoutConfigOrTemplatesIsAnError(t *testing.T) {
 	before := h.reg.Parent(webappGVR)
 	for _, tt := range []struct {
 		name string
-		cfg  *gvr.Config
+		cfg  *config.Config
 		sets []*templates.Set
 	}{
 		{"no config", nil, nil},

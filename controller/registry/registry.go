@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -123,7 +123,7 @@ type Registry struct {
 // New builds the registry for cfg and its template sets, one per entry, and
 // creates (but does not start) the informers. A configured resource whose
 // CRD is not installed is not an error: it is served once its CRD is.
-func New(ctx context.Context, opts Options, cfg *gvr.Config, sets []*templates.Set) (*Registry, error) {
+func New(ctx context.Context, opts Options, cfg *config.Config, sets []*templates.Set) (*Registry, error) {
 	if opts.CacheSyncTimeout <= 0 {
 		opts.CacheSyncTimeout = 2 * time.Minute
 	}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
@@ -59,7 +59,7 @@ type entries struct {
 
 // testConfig writes a config with its templates to a new directory and
 // loads it, as a reload does.
-func testConfig(t *testing.T, e entries) (*gvr.Config, []*templates.Set) {
+func testConfig(t *testing.T, e entries) (*config.Config, []*templates.Set) {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
@@ -84,7 +84,7 @@ func testConfig(t *testing.T, e entries) (*gvr.Config, []*templates.Set) {
 	for name, text := range files {
 		must(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
 	}
-	cfg, err := gvr.Load(filepath.Join(dir, "stencil.yaml"))
+	cfg, err := config.Load(filepath.Join(dir, "stencil.yaml"))
 	must(t, err)
 	sets, err := templates.LoadAll(cfg, templates.Options{})
 	must(t, err)
@@ -289,7 +289,7 @@ func newHarness(t *testing.T, objs ...*unstructured.Unstructured) *harness {
 }
 
 // build makes the registry for cfg; its informers do not run yet.
-func (h *harness) build(cfg *gvr.Config, sets []*templates.Set) {
+func (h *harness) build(cfg *config.Config, sets []*templates.Set) {
 	h.t.Helper()
 	reg, err := New(h.ctx, Options{Dynamic: h.api, Mapper: h.mapper, CacheSyncTimeout: 10 * time.Second, Hooks: h.rec.hooks()}, cfg, sets)
 	must(h.t, err)
@@ -308,7 +308,7 @@ func (h *harness) start() {
 }
 
 // startRegistry is newHarness, build and start.
-func startRegistry(t *testing.T, cfg *gvr.Config, sets []*templates.Set, objs ...*unstructured.Unstructured) *harness {
+func startRegistry(t *testing.T, cfg *config.Config, sets []*templates.Set, objs ...*unstructured.Unstructured) *harness {
 	t.Helper()
 	h := newHarness(t, objs...)
 	h.build(cfg, sets)

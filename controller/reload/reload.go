@@ -24,13 +24,13 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
 // Apply takes a new, validated config and its parsed templates. An error
 // keeps the running config (the swap is all or nothing).
-type Apply func(ctx context.Context, cfg *gvr.Config, sets []*templates.Set) error
+type Apply func(ctx context.Context, cfg *config.Config, sets []*templates.Set) error
 
 // Source is where the config comes from: a stencil config file, or
 // helm-operator's watches.yaml (chart entries, each kind's plural
@@ -40,7 +40,7 @@ type Source struct {
 	Path string
 	// Watches says Path is a watches.yaml; Resolve finds the plurals.
 	Watches bool
-	Resolve gvr.PluralResolver
+	Resolve config.PluralResolver
 	// Options are given to templates.LoadAll: the cluster's capabilities,
 	// which a chart sees.
 	Options templates.Options
@@ -48,15 +48,15 @@ type Source struct {
 
 // Load reads and validates the source and parses its templates (or
 // loads its charts): every check "stencil validate" makes.
-func (s Source) Load() (*gvr.Config, []*templates.Set, error) {
+func (s Source) Load() (*config.Config, []*templates.Set, error) {
 	var (
-		cfg *gvr.Config
+		cfg *config.Config
 		err error
 	)
 	if s.Watches {
-		cfg, err = gvr.LoadWatches(s.Path, s.Resolve)
+		cfg, err = config.LoadWatches(s.Path, s.Resolve)
 	} else {
-		cfg, err = gvr.Load(s.Path)
+		cfg, err = config.Load(s.Path)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -106,7 +106,7 @@ func New(src Source, interval time.Duration, apply Apply, result func(ok bool, a
 
 // Load reads and validates the config file at path and parses its
 // templates: every check "stencil validate" makes.
-func Load(path string) (*gvr.Config, []*templates.Set, error) { return Source{Path: path}.Load() }
+func Load(path string) (*config.Config, []*templates.Set, error) { return Source{Path: path}.Load() }
 
 // Fingerprint is Source.Fingerprint of the config file at path.
 func Fingerprint(path string) string { return Source{Path: path}.Fingerprint() }
@@ -141,14 +141,14 @@ func (s Source) Fingerprint() string {
 	}
 	add(path)
 	if s.Watches {
-		for _, c := range gvr.WatchedCharts(path) {
+		for _, c := range config.WatchedCharts(path) {
 			addTree(c)
 		}
 		return hex.EncodeToString(h.Sum(nil))
 	}
 	// The template list comes from the config as it is now on disk; a
 	// config that does not parse hashes as its own bytes only.
-	if cfg, err := gvr.Load(path); err == nil {
+	if cfg, err := config.Load(path); err == nil {
 		for _, r := range cfg.Resources {
 			for _, t := range r.TemplatePaths() {
 				add(cfg.TemplatePath(t))

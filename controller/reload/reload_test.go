@@ -11,11 +11,11 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 )
 
-const config = `resources:
+const stencilYAML = `resources:
   - group: apps.example.com
     version: v1beta1
     resource: webapps
@@ -71,12 +71,12 @@ type attempt struct {
 func TestReloadThroughAConfigMapVolume(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
-	configMapVolume(t, dir, map[string]string{"stencil.yaml": config, "deployment.yaml.tmpl": deployment})
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": stencilYAML, "deployment.yaml.tmpl": deployment})
 	path := filepath.Join(dir, "stencil.yaml")
 
 	var applied []*templates.Set
 	var results []bool
-	w := New(Source{Path: path}, time.Hour, func(_ context.Context, cfg *gvr.Config, sets []*templates.Set) error {
+	w := New(Source{Path: path}, time.Hour, func(_ context.Context, cfg *config.Config, sets []*templates.Set) error {
 		applied = append(applied, sets...)
 		return nil
 	}, func(ok bool, _ time.Time) { results = append(results, ok) })
@@ -90,7 +90,7 @@ func TestReloadThroughAConfigMapVolume(t *testing.T) {
 	}
 
 	// A template edit, through the ..data swap.
-	configMapVolume(t, dir, map[string]string{"stencil.yaml": config,
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": stencilYAML,
 		"deployment.yaml.tmpl": strings.Replace(deployment, "name: web", "name: server", 1)})
 	w.reload(ctx, false)
 	if len(applied) != 1 || len(results) != 1 || !results[0] {
@@ -98,7 +98,7 @@ func TestReloadThroughAConfigMapVolume(t *testing.T) {
 	}
 
 	// A broken template: rejected whole, Apply not called.
-	configMapVolume(t, dir, map[string]string{"stencil.yaml": config, "deployment.yaml.tmpl": "{{ .Name "})
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": stencilYAML, "deployment.yaml.tmpl": "{{ .Name "})
 	w.reload(ctx, false)
 	if len(applied) != 1 || len(results) != 2 || results[1] {
 		t.Fatalf("broken template: %d applies, results %v; want still 1 apply, then false", len(applied), results)
@@ -110,7 +110,7 @@ func TestReloadThroughAConfigMapVolume(t *testing.T) {
 	}
 
 	// Fixed: taken again.
-	configMapVolume(t, dir, map[string]string{"stencil.yaml": config, "deployment.yaml.tmpl": deployment})
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": stencilYAML, "deployment.yaml.tmpl": deployment})
 	w.reload(ctx, false)
 	if len(applied) != 2 || len(results) != 3 || !results[2] {
 		t.Fatalf("fixed config: %d applies, results %v; want 2 applies, last true", len(applied), results)
@@ -136,18 +136,18 @@ func (deniedError) Retryable() bool { return true }
 func TestReloadRetriesARefusalOutsideTheFiles(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
-	configMapVolume(t, dir, map[string]string{"stencil.yaml": config, "deployment.yaml.tmpl": deployment})
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": stencilYAML, "deployment.yaml.tmpl": deployment})
 	path := filepath.Join(dir, "stencil.yaml")
 	denied := true
 	var results []bool
-	w := New(Source{Path: path}, time.Hour, func(context.Context, *gvr.Config, []*templates.Set) error {
+	w := New(Source{Path: path}, time.Hour, func(context.Context, *config.Config, []*templates.Set) error {
 		if denied {
 			return fmt.Errorf("%s: %w", path, deniedError{})
 		}
 		return nil
 	}, func(ok bool, _ time.Time) { results = append(results, ok) })
 
-	configMapVolume(t, dir, map[string]string{"stencil.yaml": config,
+	configMapVolume(t, dir, map[string]string{"stencil.yaml": stencilYAML,
 		"deployment.yaml.tmpl": strings.Replace(deployment, "name: web", "name: server", 1)})
 	w.reload(ctx, false)
 	if len(results) != 1 || results[0] {

@@ -39,7 +39,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // StepFunc is the internal function the rewrite calls at the start of
@@ -55,7 +55,7 @@ const StepTextFunc = "__stencil_step_text"
 // Meter counts the work of one render against its limits. It is not safe
 // for concurrent use: each executor has its own, and a render uses one.
 type Meter struct {
-	limits gvr.RenderBudget
+	limits config.RenderBudget
 	steps  int64
 	// output counts the bytes a render printed, where its writer is not
 	// stencil's (chart mode: Helm's engine writes into its own buffers).
@@ -71,10 +71,10 @@ type Meter struct {
 }
 
 // NewMeter returns a Meter of limits.
-func NewMeter(limits gvr.RenderBudget) Meter { return Meter{limits: limits} }
+func NewMeter(limits config.RenderBudget) Meter { return Meter{limits: limits} }
 
 // Limits returns the limits the meter counts against.
-func (meter *Meter) Limits() gvr.RenderBudget { return meter.limits }
+func (meter *Meter) Limits() config.RenderBudget { return meter.limits }
 
 // Steps returns the steps counted so far.
 func (meter *Meter) Steps() int64 { return meter.steps }

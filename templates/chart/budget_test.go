@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -50,7 +50,7 @@ func TestChartRendersUnderTheBudget(t *testing.T) {
 			}
 			start := time.Now()
 			// tenantTemplates: the tenant's text runs, under the budget.
-			_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: tc.spec, Budget: gvr.RenderBudget{}.WithDefaults(), TenantTemplates: true})
+			_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: tc.spec, Budget: config.RenderBudget{}.WithDefaults(), TenantTemplates: true})
 			took := time.Since(start)
 			t.Logf("%v in %s", err, took.Round(time.Millisecond))
 			// Under the race detector a step is ten times slower, and the
@@ -83,7 +83,7 @@ func TestTplUnderTheBudgetKeepsHelmSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: gvr.RenderBudget{}.WithDefaults(), TenantTemplates: true,
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(), TenantTemplates: true,
 		Spec: map[string]any{"x": `{{ define "in" }}{{ .Release.Name }}{{ end }}{{ include "in" . }}-{{ len (list 1 2) }}`}})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func FuzzChartBudget(f *testing.F) {
 		}
 		charts[name] = c
 	}
-	limits := gvr.RenderBudget{}.WithDefaults()
+	limits := config.RenderBudget{}.WithDefaults()
 	if os.Getenv("STENCIL_FUZZ_BUDGET") != "default" {
 		limits.Steps, limits.TimeoutSeconds = limits.Steps/10, 1
 	}
@@ -187,7 +187,7 @@ func FuzzChartShape(f *testing.F) {
 			"podinfo": {"ui": map[string]any{"message": a, "color": b}, "podAnnotations": map[string]any{"a": a}, "image": map[string]any{"tag": b}},
 		}
 	}
-	limits := gvr.RenderBudget{}.WithDefaults()
+	limits := config.RenderBudget{}.WithDefaults()
 	f.Fuzz(func(t *testing.T, a, b string) {
 		if len(a) > 300 || len(b) > 300 || !utf8.ValidString(a) || !utf8.ValidString(b) {
 			return

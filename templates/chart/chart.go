@@ -38,7 +38,7 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/strvals"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -221,7 +221,7 @@ type Release struct {
 	// Capabilities are the cluster's; nil: Helm's defaults.
 	Capabilities *common.Capabilities
 	// Budget bounds the render.
-	Budget gvr.RenderBudget
+	Budget config.RenderBudget
 	// TenantTemplates lets template text in the spec run where the chart
 	// gives it to tpl; false prints it as the literal text it is.
 	TenantTemplates bool

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -38,7 +38,7 @@ func renderOne(t *testing.T, dir string, spec map[string]any) (map[string]any, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: gvr.RenderBudget{}.WithDefaults()})
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: config.RenderBudget{}.WithDefaults()})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func TestTenantTextIsNotATemplate(t *testing.T) {
 	render := func(tenantTemplates bool) map[string]any {
 		t.Helper()
 		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
-			Budget: gvr.RenderBudget{}.WithDefaults(), TenantTemplates: tenantTemplates})
+			Budget: config.RenderBudget{}.WithDefaults(), TenantTemplates: tenantTemplates})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ func TestTransformedTenantValueCannotAddFields(t *testing.T) {
 		{"nameOverride": strings.Repeat("z", 50) + "\nevil: YES" + strings.Repeat("z", 10), "podAnnotations": map[string]any{"a": "{\"k\": 1}"}},
 		{"fullnameOverride": "f\nfinalizers: [x]\n" + strings.Repeat("z", 60)},
 	} {
-		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: gvr.RenderBudget{}.WithDefaults()})
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: config.RenderBudget{}.WithDefaults()})
 		if err != nil {
 			// Refused: by the shape check, or as text that is not YAML.
 			t.Logf("%q: %v", spec, err)
@@ -283,7 +283,7 @@ func TestShapeCheckRefusesAddedFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: gvr.RenderBudget{}.WithDefaults(),
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(),
 			Spec: map[string]any{"name": "A\n    evil: yes" + strings.Repeat("q", 20)}})
 		// Refused naming the field, or the value landed as one label value.
 		var se *ShapeError
@@ -317,7 +317,7 @@ func TestSquoteOfToJsonKeepsOneArgument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: gvr.RenderBudget{}.WithDefaults(),
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(),
 		Spec: map[string]any{"config": map[string]any{"a": "x', --evil, 'y"}}})
 	var se *ShapeError
 	switch {

@@ -13,7 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -111,7 +111,7 @@ func TestHostileValuesKeepFieldPaths(t *testing.T) {
 // pathsOf renders the chart with spec and returns, object by object in
 // order, "Kind path" for every field.
 func pathsOf(c *Chart, spec map[string]any, caps *common.Capabilities) ([]string, error) {
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Capabilities: caps, Budget: gvr.RenderBudget{}.WithDefaults()})
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Capabilities: caps, Budget: config.RenderBudget{}.WithDefaults()})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -66,7 +66,7 @@ func chartConfig(b *testing.B) string {
 func sameChildren(b *testing.B, chartPath, templatesPath, ns, name string, spec map[string]any) {
 	b.Helper()
 	render := func(path string) map[string]string {
-		conf, err := gvr.Load(path)
+		conf, err := config.Load(path)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reconcile"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -69,11 +69,11 @@ current-context: proxy
 }
 
 // serialDryRuns does, one child at a time, what stencil diff does per
-// child (a GET and a forced dry-run apply of the render of config), and
+// child (a GET and a forced dry-run apply of the render of the config at path), and
 // returns how long it took and how many children it asked about.
-func serialDryRuns(ctx context.Context, b *testing.B, dyn dynamic.Interface, config, ns string) (time.Duration, int) {
+func serialDryRuns(ctx context.Context, b *testing.B, dyn dynamic.Interface, path, ns string) (time.Duration, int) {
 	b.Helper()
-	conf, err := gvr.Load(config)
+	conf, err := config.Load(path)
 	if err != nil {
 		b.Fatal(err)
 	}

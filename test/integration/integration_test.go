@@ -34,8 +34,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
-	"stencil.dev/stencil/gvr"
 	"stencil.dev/stencil/templates"
 )
 
@@ -236,7 +236,7 @@ func startWorkers(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string,
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	conf, err := gvr.Load(path)
+	conf, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 // State is where one resource of a rollout entry stands.
@@ -56,7 +56,7 @@ func (s State) Moved() bool { return s >= Rolling }
 // are called under rollouts.mu.
 type Tracker struct {
 	revision string
-	limits   *gvr.Rollout
+	limits   *config.Rollout
 	states   map[types.NamespacedName]State
 	counts   [Failed + 1]int
 	// first are the pending resources that were failing on their old
@@ -74,7 +74,7 @@ type Tracker struct {
 
 // Start starts a rollout to revision from the states read from the
 // caches; failing names the pending resources whose children were failing.
-func Start(revision string, limits *gvr.Rollout, states map[types.NamespacedName]State, failing map[types.NamespacedName]bool) *Tracker {
+func Start(revision string, limits *config.Rollout, states map[types.NamespacedName]State, failing map[types.NamespacedName]bool) *Tracker {
 	r := &Tracker{revision: revision, limits: limits, states: map[types.NamespacedName]State{}, first: map[types.NamespacedName]bool{}}
 	for k, st := range states {
 		r.states[k] = st
@@ -196,7 +196,7 @@ func (r *Tracker) Revision() string { return r.revision }
 
 // SetLimits takes the entry's limits as a reload changed them; the
 // revision, and so the rollout, is the same.
-func (r *Tracker) SetLimits(limits *gvr.Rollout) { r.limits = limits }
+func (r *Tracker) SetLimits(limits *config.Rollout) { r.limits = limits }
 
 // State returns where key stands, and whether the rollout knows it.
 func (r *Tracker) State(key types.NamespacedName) (State, bool) {

@@ -8,15 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"stencil.dev/stencil/gvr"
+	"stencil.dev/stencil/config"
 )
 
 func rolloutKey(i int) types.NamespacedName {
 	return types.NamespacedName{Namespace: "team", Name: fmt.Sprintf("wa-%02d", i)}
 }
 
-func rolloutLimits(inFlight, failed intstr.IntOrString) *gvr.Rollout {
-	return &gvr.Rollout{MaxInFlight: &inFlight, MaxFailed: &failed}
+func rolloutLimits(inFlight, failed intstr.IntOrString) *config.Rollout {
+	return &config.Rollout{MaxInFlight: &inFlight, MaxFailed: &failed}
 }
 
 // admitted lists, in key order, the keys of n that admit lets through.

@@ -1,4 +1,4 @@
-package gvr
+package config
 
 import (
 	"encoding/json"

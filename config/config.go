@@ -1,13 +1,14 @@
-// Package gvr reads the stencil config file (which GroupVersionResources to
-// watch and which templates render their children) and turns a custom
-// resource into the small struct that templates see.
+// Package config reads the stencil config file: which GroupVersionResources
+// to watch, which templates (or which chart) render their children, and how
+// (readiness checks, render budgets, rollouts); helm-operator's watches.yaml
+// is read into the same entries.
 //
 // The design choice a newcomer may question: every resource is named by its
 // lowercase plural exactly as the CRD spells it, and nothing here ever derives
 // a plural from a Kind. Guessing plurals ("Memcached" -> "memcacheds"?
 // "Policy" -> "policys"?) is wrong often enough that a config naming the
 // wrong resource must fail at load time, not at the first watch.
-package gvr
+package config
 
 import (
 	"bytes"
