@@ -66,7 +66,7 @@ func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child
 		klog.FromContext(ctx).V(2).Info("Reading child for a dry run failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
 		return false
 	}
-	result, err := dryRunApply(ctx, client, want)
+	result, err := c.writer.DryRun(ctx, childKind.GVR, want)
 	if err != nil {
 		// The real apply will meet the same error and report it.
 		klog.FromContext(ctx).V(2).Info("Dry-run apply failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)

@@ -36,10 +36,15 @@ func (k Key) String() string {
 type Options struct {
 	// Registry holds the configured resources, their caches and the child kinds.
 	Registry *registry.Registry
-	// Dynamic writes children and status.
+	// Dynamic reads what the caches cannot tell (a foreign object's name,
+	// a child read whole) and, unless Writer is set, writes children and
+	// status.
 	Dynamic dynamic.Interface
-	// Recorder records the events of every sync.
+	// Recorder records the events of every sync, unless Writer is set.
 	Recorder record.EventRecorder
+	// Writer, when set, is how syncs act on the cluster ("stencil diff"
+	// records dry runs); nil writes to the API server through Dynamic.
+	Writer Writer
 	// Metrics receives the reconciler's metrics.
 	Metrics *Metrics
 	// Enqueue queues a resource again (a rollout admitting the next ones).
@@ -62,9 +67,9 @@ type Options struct {
 // workers. What it remembers between syncs is a memo or a rate limit:
 // losing it (a restart) costs at most a request, never a wrong write.
 type Reconciler struct {
-	opts     Options
-	reg      *registry.Registry
-	recorder record.EventRecorder
+	opts   Options
+	reg    *registry.Registry
+	writer Writer
 	// resources holds what stencil remembers of each resource between
 	// its syncs; guard, statusMemo, refusals and renderFailures are views
 	// of it (resources.go).
@@ -88,7 +93,10 @@ type Reconciler struct {
 
 // New builds a Reconciler.
 func New(opts Options) *Reconciler {
-	r := &Reconciler{opts: opts, reg: opts.Registry, recorder: opts.Recorder, expect: expect.New(), resources: &resourceStates{}}
+	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), resources: &resourceStates{}}
+	if r.writer == nil {
+		r.writer = apiWriter{client: opts.Dynamic, recorder: opts.Recorder}
+	}
 	r.guard = newFightGuard(opts.FightBurst, opts.FightInterval, r.resources)
 	r.statusMemo = statusMemo{states: r.resources}
 	r.refusals = refusalMemo{states: r.resources}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,9 +58,10 @@ type rollouts struct {
 // rolloutGate runs before a resource of a rollout entry is rendered. It
 // reads where the resource stands from the caches, and reports whether it
 // may be rendered and applied now; a resource that must wait is left as it
-// is (no write at all). It also wakes the pending resources that free
-// slots can take, and announces a halt.
-func (c *Reconciler) rolloutGate(ctx context.Context, entry *registry.Parent, key Key, parent *unstructured.Unstructured) bool {
+// is (no write at all), and the writer is told so. It also wakes the
+// pending resources that free slots can take, and announces a halt.
+func (c *Reconciler) rolloutGate(ctx context.Context, p *pass) bool {
+	entry, key, parent := p.entry, p.key, p.parent
 	logger := klog.FromContext(ctx)
 	revision := entry.Set.Revision()
 	st, _ := c.rolloutStateOf(parent, revision)
@@ -78,8 +78,16 @@ func (c *Reconciler) rolloutGate(ctx context.Context, entry *registry.Parent, ke
 		}
 	}
 	admitted := r.Admit(key.NamespacedName)
+	maxInFlight, _ := r.Maxes()
+	held := ""
+	if !admitted {
+		held = fmt.Sprintf("held by the rollout to template revision %s: %d of maxInFlight %d moving, %d pending",
+			revision, r.InFlight(), maxInFlight, r.Count(rollout.Pending))
+		if r.Halted() {
+			held = fmt.Sprintf("held by the rollout to template revision %s: halted, %d of the moved resources failed", revision, r.Count(rollout.Failed))
+		}
+	}
 	if admitted && st == rollout.Pending {
-		maxInFlight, _ := r.Maxes()
 		logger.Info("Rollout: moving resource to the new templates", "revision", revision,
 			"rolling", r.InFlight(), "maxInFlight", maxInFlight, "pending", r.Count(rollout.Pending))
 	}
@@ -98,7 +106,7 @@ func (c *Reconciler) rolloutGate(ctx context.Context, entry *registry.Parent, ke
 
 	if halt != "" {
 		logger.Info("Rollout halted", "revision", revision, "reason", halt)
-		c.recorder.Event(parent, corev1.EventTypeWarning, reasonRolloutHalted, halt)
+		c.warning(parent, reasonRolloutHalted, halt)
 	}
 	for _, k := range wake {
 		if k != key.NamespacedName {
@@ -107,6 +115,7 @@ func (c *Reconciler) rolloutGate(ctx context.Context, entry *registry.Parent, ke
 	}
 	if !admitted {
 		logger.V(4).Info("Rollout: waiting for a slot, children left as they are", "revision", revision)
+		c.writer.Synced(Outcome{Key: key, Parent: parent, Held: held})
 	}
 	return admitted
 }

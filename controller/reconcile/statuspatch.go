@@ -8,9 +8,6 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/status"
@@ -24,7 +21,8 @@ import (
 // the server stores less than was sent (a field the CRD's schema prunes),
 // the cached status never equals the desired one; statusMemo remembers what
 // the server made of the last patch, so the same request is not sent again.
-func (c *Reconciler) patchStatus(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, want map[string]any) error {
+func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]any) error {
+	entry, parent := p.entry, p.parent
 	if s, ok := c.reg.StatusSchema(entry); ok {
 		want, _ = registry.PruneBySchema(want, s).(map[string]any)
 	}
@@ -32,7 +30,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, entry *registry.Parent, pa
 	if sameJSON(current, want) {
 		return nil
 	}
-	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+	key := p.key
 	wantJSON, curJSON := jsonOf(want), jsonOf(current)
 	if c.statusMemo.matches(key, wantJSON, curJSON) {
 		return nil
@@ -53,8 +51,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, entry *registry.Parent, pa
 	if err := c.mayWrite(parent.GetNamespace()); err != nil {
 		return err
 	}
-	result, err := c.opts.Dynamic.Resource(entry.Res.GVR()).Namespace(parent.GetNamespace()).
-		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	result, err := c.writer.PatchStatus(ctx, entry.Res.GVR(), parent, patch)
 	if err != nil {
 		err = fmt.Errorf("patching status: %w", err)
 		if isRejected(err) {

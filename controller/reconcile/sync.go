@@ -16,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reconcile/drift"
@@ -52,6 +50,16 @@ type childRef struct {
 
 // String names the child as Kind/name, as events and conditions do.
 func (r childRef) String() string { return r.gvk.Kind + "/" + r.name }
+
+// pass is one sync of one resource: what every phase needs, gathered once
+// (kro's ReconcileContext).
+type pass struct {
+	key    Key
+	entry  *registry.Parent
+	parent *unstructured.Unstructured
+	// render is what the templates rendered; nil until they did.
+	render *templates.Result
+}
 
 // Sync reconciles one custom resource. It reads only from the caches, writes
 // only what differs, and classifies every error it returns.
@@ -89,31 +97,34 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		logger.V(4).Info("Cache has not shown stencil's own status patch yet, waiting for its event")
 		return nil
 	}
+	p := &pass{key: key, entry: entry, parent: parent}
 	if parent.GetAnnotations()[AnnotationPaused] == "true" {
 		if entry.Res.Rollout != nil {
 			c.forgetRollout(entry, key)
 		}
-		return c.patchStatus(ctx, entry, parent, status.Paused(parent, AnnotationPaused+` is "true": stencil makes no writes for this resource`))
+		return c.patchStatus(ctx, p, status.Paused(parent, AnnotationPaused+` is "true": stencil makes no writes for this resource`))
 	}
-	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, entry, key, parent) {
+	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, p) {
 		// Not moved to the new templates yet: left exactly as it is.
 		return nil
 	}
 
-	return c.render(ctx, entry, key, parent)
+	return c.renderAndConverge(ctx, p)
 }
 
-// render renders the resource's children and status, then converges on
-// them; a render that fails is reported, and nothing is applied or pruned.
-func (c *Reconciler) render(ctx context.Context, entry *registry.Parent, key Key, parent *unstructured.Unstructured) error {
-	if err := c.renderFailures.get(key, entry, parent); err != nil {
+// renderAndConverge renders the resource's children and status, then
+// converges on them; a render that fails is reported, and nothing is
+// applied or pruned.
+func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
+	entry, parent := p.entry, p.parent
+	if err := c.renderFailures.get(p.key, entry, parent); err != nil {
 		// The same render failed before: reported, not run again.
 		klog.FromContext(ctx).V(4).Info("Render failed before with this spec and these templates, not rendered again")
-		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
+		return c.fail(ctx, p, status.ReasonRenderFailed, err)
 	}
-	obj, err := view.NewObject(parent, key.GVR)
+	obj, err := view.NewObject(parent, p.key.GVR)
 	if err != nil {
-		return c.fail(ctx, entry, parent, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", key, err)))
+		return c.fail(ctx, p, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", p.key, err)))
 	}
 	// A render that reads live children depends on them too: its failure
 	// is not remembered by the resource's spec alone.
@@ -124,8 +135,9 @@ func (c *Reconciler) render(ctx context.Context, entry *registry.Parent, key Key
 	}
 	r, err := entry.Set.RenderWith(obj, live)
 	if err == nil {
-		c.renderFailures.forget(key)
-		return c.converge(ctx, entry, parent, r)
+		c.renderFailures.forget(p.key)
+		p.render = r
+		return c.converge(ctx, p)
 	}
 	c.opts.Metrics.renderErrors.WithLabelValues(entry.Label).Inc()
 	if errors.Is(err, budget.ErrExceeded) {
@@ -133,11 +145,11 @@ func (c *Reconciler) render(ctx context.Context, entry *registry.Parent, key Key
 	}
 	err = requeue.Terminal(err)
 	if !readsLive {
-		c.renderFailures.set(key, entry, parent, err)
+		c.renderFailures.set(p.key, entry, parent, err)
 	}
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
-	return c.fail(ctx, entry, parent, status.ReasonRenderFailed, err)
+	return c.fail(ctx, p, status.ReasonRenderFailed, err)
 }
 
 // ForgetUnconfigured drops the same of every resource whose entry left the
@@ -155,7 +167,7 @@ func (c *Reconciler) ForgetUnconfigured() {
 // resync or a conflict recheck must not repeat the event.
 func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message string) {
 	if !status.AlreadyReported(parent, reason, message) {
-		c.recorder.Event(parent, corev1.EventTypeWarning, reason, message)
+		c.warning(parent, reason, message)
 	}
 }
 
@@ -164,58 +176,73 @@ func (c *Reconciler) warnOnce(parent *unstructured.Unstructured, reason, message
 // apply. A generation the status already reports was synced before (by
 // this process or an earlier one); the memo covers the syncs before the
 // first status patch of a generation.
-func (c *Reconciler) warnHooks(key Key, parent *unstructured.Unstructured, hooks []string) {
+func (c *Reconciler) warnHooks(p *pass, hooks []string) {
 	if len(hooks) == 0 {
 		return
 	}
-	gen := parent.GetGeneration()
-	if seen, _, _ := unstructured.NestedInt64(parent.Object, "status", "observedGeneration"); seen == gen {
+	gen := p.parent.GetGeneration()
+	if seen, _, _ := unstructured.NestedInt64(p.parent.Object, "status", "observedGeneration"); seen == gen {
 		return
 	}
 	warned := false
-	c.resources.update(key, func(st *resourceState) {
+	c.resources.update(p.key, func(st *resourceState) {
 		warned = st.hooksWarned == gen
 		st.hooksWarned = gen
 	})
 	if !warned {
-		c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonHooksNotApplied, "Chart hooks and tests are not applied by stencil: %s", strings.Join(hooks, "; "))
+		c.warning(p.parent, reasonHooksNotApplied, "Chart hooks and tests are not applied by stencil: "+strings.Join(hooks, "; "))
 	}
 }
 
 // fail records a failure on the resource (event and status) and returns err.
-func (c *Reconciler) fail(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, reason string, err error) error {
-	c.warnOnce(parent, reason, err.Error())
-	want := status.Desired(parent, status.Outcome{FailReason: reason, FailMessage: err.Error(), Stalled: requeue.IsTerminal(err)})
-	if perr := c.patchStatus(ctx, entry, parent, want); perr != nil {
+func (c *Reconciler) fail(ctx context.Context, p *pass, reason string, err error) error {
+	return c.failWith(ctx, p, status.Outcome{}, reason, err)
+}
+
+// failWith is fail with the rest of the status (the status template's
+// fields, the revision) as out says. The failure waits for a person
+// (Stalled) when every error in err is terminal.
+func (c *Reconciler) failWith(ctx context.Context, p *pass, out status.Outcome, reason string, err error) error {
+	out.FailReason, out.FailMessage, out.Stalled = reason, err.Error(), isAllTerminal(err)
+	c.warnOnce(p.parent, reason, out.FailMessage)
+	if perr := c.setStatus(ctx, p, out, 0); perr != nil {
 		return errors.Join(err, perr)
 	}
 	return err
 }
 
+// setStatus is the one way a sync's outcome reaches the resource: it tells
+// the writer where the sync came to, then patches the status it computes
+// from out (patchStatus).
+func (c *Reconciler) setStatus(ctx context.Context, p *pass, out status.Outcome, unchanged int) error {
+	c.writer.Synced(Outcome{Key: p.key, Parent: p.parent, Render: p.render, Status: out, Unchanged: unchanged})
+	return c.patchStatus(ctx, p, status.Desired(p.parent, out))
+}
+
 // converge applies, prunes and reports on the rendered children.
-func (c *Reconciler) converge(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, r *templates.Result) error {
-	if left, ok := c.terminating.left(parent.GetNamespace()); ok {
+func (c *Reconciler) converge(ctx context.Context, p *pass) error {
+	if left, ok := c.terminating.left(p.parent.GetNamespace()); ok {
 		// Its namespace is being deleted and takes it along; look again
 		// once the memory of that expires, in case it is still there.
-		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", parent.GetNamespace())
+		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", p.parent.GetNamespace())
 		return requeue.After(nil, left)
 	}
-	c.warnHooks(Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}, parent, r.Hooks)
-	w := c.applyAll(ctx, entry, parent, r.Children)
+	c.warnHooks(p, p.render.Hooks)
+	w := c.applyAll(ctx, p)
 	if w.end {
 		return requeue.After(w.err, w.after)
 	}
-	if len(r.Waits) == 0 {
+	if len(p.render.Waits) == 0 {
 		// While a template waits, its children are not rendered: nothing
 		// is pruned until every template renders again.
-		pruned, err := c.prune(ctx, entry, parent, w.rendered)
+		pruned, err := c.prune(ctx, p, w.rendered)
 		if err != nil {
 			w.err = errors.Join(w.err, err)
 		}
 		w.changes.pruned = pruned
 	}
-	w.changes.record(c.recorder, parent)
-	return requeue.After(c.report(ctx, entry, parent, &w, r), w.after)
+	c.recordChanges(p.parent, w.changes)
+	return requeue.After(c.report(ctx, p, &w), w.after)
 }
 
 // writes is what applying every rendered child of one resource came to.
@@ -227,6 +254,8 @@ type writes struct {
 	rendered  map[childRef]bool
 	conflicts []string
 	changes   childChanges
+	// unchanged counts the children found in sync.
+	unchanged int
 	// err joins the apply failures; with end, what the sync returns at
 	// once, without pruning or a status of its own.
 	err error
@@ -243,22 +272,22 @@ func (w *writes) soon(d time.Duration) {
 }
 
 // applyAll brings every rendered child to the cluster (applyChild).
-func (c *Reconciler) applyAll(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, desired []*unstructured.Unstructured) writes {
-	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
+func (c *Reconciler) applyAll(ctx context.Context, p *pass) writes {
+	desired := p.render.Children
 	w := writes{live: make([]*unstructured.Unstructured, len(desired)), rendered: map[childRef]bool{}}
-	onChildren := c.revisionOnChildren(entry)
+	onChildren := c.revisionOnChildren(p.entry)
 	for i, want := range desired {
 		w.rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
 		if onChildren {
-			drift.StampRevision(want, entry.Set.Revision())
+			drift.StampRevision(want, p.entry.Set.Revision())
 		}
-		r := c.applyChild(ctx, entry, parent, key, want)
+		r := c.applyChild(ctx, p, want)
 		if r.requeue > 0 {
 			w.soon(r.requeue)
 		}
 		switch {
 		case r.failReason != "":
-			w.err, w.end = c.fail(ctx, entry, parent, r.failReason, r.err), true
+			w.err, w.end = c.fail(ctx, p, r.failReason, r.err), true
 			return w
 		case r.end:
 			w.err, w.end = r.err, true
@@ -274,6 +303,10 @@ func (c *Reconciler) applyAll(ctx context.Context, entry *registry.Parent, paren
 			w.changes.created = append(w.changes.created, want.GetKind()+"/"+want.GetName())
 		case reasonUpdated:
 			w.changes.updated = append(w.changes.updated, want.GetKind()+"/"+want.GetName())
+		case "":
+			if r.live != nil {
+				w.unchanged++
+			}
 		}
 	}
 	return w
@@ -282,43 +315,36 @@ func (c *Reconciler) applyAll(ctx context.Context, entry *registry.Parent, paren
 // report writes the status that the writes w came to, and asks to look
 // again where nothing else would bring the resource back: a foreign object
 // holding a child's name, the end of a fight episode, a first status.
-func (c *Reconciler) report(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, w *writes, r *templates.Result) error {
-	key := Key{GVR: entry.Res.GVR(), NamespacedName: types.NamespacedName{Namespace: parent.GetNamespace(), Name: parent.GetName()}}
-	extra := r.Status
-	out := status.Outcome{Extra: extra, KeepTemplateStatus: r.StatusWaits, Live: w.live, Revision: c.statusRevision(entry, parent, w.live),
+func (c *Reconciler) report(ctx context.Context, p *pass, w *writes) error {
+	r := p.render
+	out := status.Outcome{Extra: r.Status, KeepTemplateStatus: r.StatusWaits, Live: w.live, Revision: c.statusRevision(p.entry, p.parent, w.live),
 		Waiting: waitingMessage(r.Waits)}
 	if r.Release != "" {
 		out.Release = &status.Release{Notes: r.Notes, Changed: w.changes.any()}
 	}
 	switch {
+	case w.err != nil && isAllTerminal(w.err):
+		// A terminal apply error (invalid object) is reported and not
+		// retried.
+		return c.fail(ctx, p, status.ReasonApplyFailed, requeue.Terminal(w.err))
 	case w.err != nil:
-		// A terminal apply error (invalid object) is reported and not retried;
-		// a transient one is reported and retried with back-off.
-		if !isAllTerminal(w.err) {
-			want := status.Desired(parent, status.Outcome{FailReason: status.ReasonApplyFailed, FailMessage: w.err.Error(), Extra: extra,
-				KeepTemplateStatus: r.StatusWaits, Revision: out.Revision})
-			c.warnOnce(parent, status.ReasonApplyFailed, w.err.Error())
-			if perr := c.patchStatus(ctx, entry, parent, want); perr != nil {
-				return errors.Join(w.err, perr)
-			}
-			return w.err
-		}
-		return c.fail(ctx, entry, parent, status.ReasonApplyFailed, requeue.Terminal(w.err))
+		// A transient one is reported and retried with back-off.
+		return c.failWith(ctx, p, status.Outcome{Extra: out.Extra, KeepTemplateStatus: out.KeepTemplateStatus, Revision: out.Revision},
+			status.ReasonApplyFailed, w.err)
 	case len(w.conflicts) > 0:
 		out.FailReason, out.FailMessage = status.ReasonOwnershipConflict, strings.Join(w.conflicts, "; ")
 		out.Stalled = true
-		c.warnOnce(parent, out.FailReason, out.FailMessage)
+		c.warnOnce(p.parent, out.FailReason, out.FailMessage)
 		// Look again later: once the owner of the foreign object removes it,
 		// stencil creates its own without waiting for the resync.
 		w.soon(c.opts.ConflictRecheck)
 	}
-	if msg, ends := c.guard.episode(key); msg != "" {
+	if msg, ends := c.guard.episode(p.key); msg != "" {
 		out.Fighting = fmt.Sprintf("%s; corrections are limited to one per %s", msg, c.opts.FightInterval)
 		// Look again when the episode would end, to clear the condition.
 		w.soon(time.Until(ends) + time.Second)
 	}
-	want := status.Desired(parent, out)
-	if len(w.changes.created) > 0 && out.FailReason == "" && !readyIn(want) && c.opts.FirstStatusDelay > 0 {
+	if len(w.changes.created) > 0 && out.FailReason == "" && c.opts.FirstStatusDelay > 0 && !readyIn(status.Desired(p.parent, out)) {
 		// Children were just created, so they cannot be ready yet. Their
 		// events bring the resource back, usually ready, and that sync
 		// writes the first status; if they are slower, the requeue writes
@@ -326,9 +352,10 @@ func (c *Reconciler) report(ctx context.Context, entry *registry.Parent, parent 
 		// until then kstatus sees the CRD's status default
 		// (observedGeneration 0 < generation) and says InProgress.
 		w.soon(c.opts.FirstStatusDelay)
+		c.writer.Synced(Outcome{Key: p.key, Parent: p.parent, Render: r, Status: out, Unchanged: w.unchanged})
 		return nil
 	}
-	return c.patchStatus(ctx, entry, parent, want)
+	return c.setStatus(ctx, p, out, w.unchanged)
 }
 
 // childResult is what applying one rendered child came to.
@@ -357,7 +384,7 @@ type childResult struct {
 // applyChild brings one rendered child to the cluster: create it when no
 // object holds its name, apply it when it drifted (guarded against a
 // fight), or nothing when it is in sync.
-func (c *Reconciler) applyChild(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, key Key, want *unstructured.Unstructured) childResult {
+func (c *Reconciler) applyChild(ctx context.Context, p *pass, want *unstructured.Unstructured) childResult {
 	gvk := want.GroupVersionKind()
 	childKind := c.reg.Child(gvk)
 	if childKind == nil {
@@ -375,11 +402,11 @@ func (c *Reconciler) applyChild(ctx context.Context, entry *registry.Parent, par
 	if err != nil {
 		return childResult{err: err}
 	}
-	ch := childSync{entry: entry, parent: parent, key: key, childKind: childKind, ref: childRef{gvk: gvk, name: want.GetName()}, want: want, hash: hash}
+	ch := childSync{pass: p, childKind: childKind, ref: childRef{gvk: gvk, name: want.GetName()}, want: want, hash: hash}
 	if live == nil {
 		return c.createChild(ctx, ch)
 	}
-	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != parent.GetUID() {
+	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != p.parent.GetUID() {
 		return childResult{conflict: ch.conflict()}
 	}
 	return c.correctChild(ctx, ch, live)
@@ -388,9 +415,7 @@ func (c *Reconciler) applyChild(ctx context.Context, entry *registry.Parent, par
 // childSync is one rendered child on its way to the cluster: whose it is,
 // its kind, the render and its applied hash.
 type childSync struct {
-	entry     *registry.Parent
-	parent    *unstructured.Unstructured
-	key       Key
+	*pass
 	childKind *registry.Child
 	ref       childRef
 	want      *unstructured.Unstructured
@@ -412,7 +437,7 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
-	created, taken, err := c.createByApply(ctx, ch.childKind, want)
+	created, taken, err := c.createByApply(ctx, ch)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -454,8 +479,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		if c.guard.deny(ch.key, msg) && !status.IsThrottled(ch.parent) {
 			// Once per episode; while it lasts, the Throttled
 			// condition reports each denied correction.
-			c.recorder.Eventf(ch.parent, corev1.EventTypeWarning, status.ReasonFieldFight,
-				"%s; corrections limited to one per %s", msg, c.opts.FightInterval)
+			c.warning(ch.parent, status.ReasonFieldFight, fmt.Sprintf("%s; corrections limited to one per %s", msg, c.opts.FightInterval))
 		}
 		return childResult{live: live, requeue: c.opts.FightInterval}
 	}
@@ -464,8 +488,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
-	applied, err := c.opts.Dynamic.Resource(ch.childKind.GVR).Namespace(want.GetNamespace()).
-		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	applied, err := c.writer.Apply(ctx, ch.parent, ch.childKind.GVR, want)
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is going away and takes the resource with it:
@@ -599,9 +622,9 @@ func (c *Reconciler) expectChild(written *unstructured.Unstructured) {
 // apply would; stencil reports OwnershipConflict. (An object that already
 // has a controller cannot get a second one either: the API server refuses
 // two controller references.)
-func (c *Reconciler) createByApply(ctx context.Context, childKind *registry.Child, want *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	created, err := c.opts.Dynamic.Resource(childKind.GVR).Namespace(want.GetNamespace()).
-		Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
+func (c *Reconciler) createByApply(ctx context.Context, ch childSync) (*unstructured.Unstructured, bool, error) {
+	want := ch.want
+	created, err := c.writer.Create(ctx, ch.parent, ch.childKind.GVR, want)
 	if apierrors.IsConflict(err) {
 		return nil, true, nil
 	}
@@ -617,14 +640,14 @@ func (c *Reconciler) createByApply(ctx context.Context, childKind *registry.Chil
 // prune deletes this parent's children that the templates no longer render.
 // The UID precondition makes sure a same-named object created meanwhile is
 // never deleted.
-func (c *Reconciler) prune(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured, rendered map[childRef]bool) ([]string, error) {
+func (c *Reconciler) prune(ctx context.Context, p *pass, rendered map[childRef]bool) ([]string, error) {
 	var pruned []string
 	kinds := c.reg.ChildKinds()
 	slices.SortStableFunc(kinds, func(a, b *registry.Child) int {
 		return cmp.Or(cmp.Compare(pruneRank(a.GVK.GroupKind()), pruneRank(b.GVK.GroupKind())),
 			cmp.Compare(a.GVK.String(), b.GVK.String()))
 	})
-	children, errs := cachedChildren(kinds, parent)
+	children, errs := cachedChildren(kinds, p.parent)
 	for _, oc := range children {
 		childKind, child := oc.childKind, oc.obj
 		if rendered[childRef{gvk: childKind.GVK, name: child.GetName()}] {
@@ -638,8 +661,7 @@ func (c *Reconciler) prune(ctx context.Context, entry *registry.Parent, parent *
 		if err := c.mayWrite(child.GetNamespace()); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
-		err := c.opts.Dynamic.Resource(childKind.GVR).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := c.writer.Delete(ctx, p.parent, childKind.GVR, child)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// That object is gone already (the UID precondition failed):
 			// the cache has yet to show it.
@@ -647,12 +669,12 @@ func (c *Reconciler) prune(ctx context.Context, entry *registry.Parent, parent *
 			continue
 		}
 		if err != nil {
-			c.recorder.Eventf(parent, corev1.EventTypeWarning, reasonPruneFailed, "Pruning %s/%s: %v", childKind.GVK.Kind, child.GetName(), err)
+			c.warning(p.parent, reasonPruneFailed, fmt.Sprintf("Pruning %s/%s: %v", childKind.GVK.Kind, child.GetName(), err))
 			errs = errors.Join(errs, fmt.Errorf("pruning %s/%s: %w", childKind.GVK.Kind, child.GetName(), err))
 			continue
 		}
 		c.expect.Deleted(expect.KeyOf(child), uid)
-		c.opts.Metrics.childWrites.WithLabelValues(entry.Label, childKind.GVK.Kind, verbDelete).Inc()
+		c.opts.Metrics.childWrites.WithLabelValues(p.entry.Label, childKind.GVK.Kind, verbDelete).Inc()
 		pruned = append(pruned, childKind.GVK.Kind+"/"+child.GetName())
 		klog.FromContext(ctx).V(2).Info("Pruned child", "kind", childKind.GVK.Kind, "child", klog.KObj(child))
 	}
@@ -667,10 +689,10 @@ type childChanges struct {
 // any says the sync changed a child.
 func (ch childChanges) any() bool { return len(ch.created)+len(ch.updated)+len(ch.pruned) > 0 }
 
-// record records one Normal event naming every child the sync created,
-// updated or pruned, and none for a sync that changed nothing: an event is
-// a request too, and one per child is noise.
-func (ch childChanges) record(recorder record.EventRecorder, parent *unstructured.Unstructured) {
+// recordChanges records one Normal event naming every child the sync
+// created, updated or pruned, and none for a sync that changed nothing: an
+// event is a request too, and one per child is noise.
+func (c *Reconciler) recordChanges(parent *unstructured.Unstructured, ch childChanges) {
 	var parts []string
 	reasons := map[string]bool{}
 	for _, p := range []struct {
@@ -691,7 +713,7 @@ func (ch childChanges) record(recorder record.EventRecorder, parent *unstructure
 			reason = r
 		}
 	}
-	recorder.Event(parent, corev1.EventTypeNormal, reason, strings.Join(parts, "; "))
+	c.writer.Event(parent, corev1.EventTypeNormal, reason, strings.Join(parts, "; "))
 }
 
 // pruneRank orders prunes so that nothing is left pointing at what is
