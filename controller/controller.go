@@ -438,26 +438,11 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	logger := klog.FromContext(ctx)
 	runCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
-	c.reg.Start(runCtx)
-	syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
-	defer cancel()
-	// c.reg.Synced asks the informers running at each poll, not those of
-	// the first call: a ring member's reshard replaces (and stops) them
-	// while this waits, and a stopped informer never syncs.
-	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.Synced) {
+	if err := c.reg.StartAndWait(ctx, runCtx, c.opts.CacheSyncTimeout); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("CRD and child informer caches did not sync within %s", c.opts.CacheSyncTimeout)
-	}
-	// The CRDs are known: start the served resources' informers, and wait
-	// for them too, so that the first reconciles see complete caches.
-	c.reg.Refresh(ctx)
-	if !cache.WaitForCacheSync(syncCtx.Done(), c.reg.Synced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("informer caches did not sync within %s", c.opts.CacheSyncTimeout)
+		return err
 	}
 	c.health.started.Store(true)
 	configured := len(c.reg.GVRs())

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/plan"
 	"stencil.dev/stencil/templates"
@@ -73,8 +74,11 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// The controller's Sync runs here: what it logs at Info level is the
+	// controller's story, not the plan's (-v 2 shows it).
+	ctx = klog.NewContext(ctx, klog.Background().V(2))
 	d := &plan.Planner{
-		Sets: sets, Dynamic: dyn, Metadata: md,
+		Config: cfg, Sets: sets, Dynamic: dyn, Metadata: md,
 		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		Namespace: *namespace, Workers: *workers, Warn: stderr,
 	}

@@ -194,6 +194,34 @@ func (r *Registry) Start(ctx context.Context) {
 	}
 }
 
+// StartAndWait starts the informers under runCtx (Start), waits up to
+// timeout for their caches, then starts the served resources' informers
+// (Refresh) and waits for those too, so that the first syncs see complete
+// caches. It returns ctx's error when ctx ends first.
+func (r *Registry) StartAndWait(ctx, runCtx context.Context, timeout time.Duration) error {
+	r.Start(runCtx)
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// r.Synced asks the informers running at each poll, not those of the
+	// first call: a ring member's reshard replaces (and stops) them while
+	// this waits, and a stopped informer never syncs.
+	if !cache.WaitForCacheSync(syncCtx.Done(), r.Synced) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("CRD and child informer caches did not sync within %s", timeout)
+	}
+	// The CRDs are known: start the served resources' informers.
+	r.Refresh(ctx)
+	if !cache.WaitForCacheSync(syncCtx.Done(), r.Synced) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("informer caches did not sync within %s", timeout)
+	}
+	return nil
+}
+
 // Refresh brings the configured resources' informers in line with what
 // the API server serves (see refresh): Start, wait for HasSynced, then
 // Refresh starts the served resources' informers.
