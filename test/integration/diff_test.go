@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -287,21 +289,32 @@ func readyReason(u *unstructured.Unstructured) string {
 	return ""
 }
 
-// TestDiffAgreesWithTheController: a config change with one case each of
-// what the planner must decide as sync does.
-//   - An oversized child: wa-big's Service carries a 3.2 MB annotation,
-//     over the API server's 3 MiB request limit (413).
-//   - A rejected child: wa-bad's Service has port 70000 (422 Invalid).
-//   - A child kind pruned by another entry: the WebApp entry no longer
-//     renders PodDisruptionBudgets nor lists the kind, while the Memcached
-//     entry lists it; sync prunes wa-pdb's PodDisruptionBudget, since a
-//     child of any kind the config lists is pruned once not rendered.
+// TestDiffAgreesWithTheController: a config change meeting one case of
+// every decision Sync makes, planned by stencil diff, then carried out by
+// the controller with the same config. The config adds a label to every
+// WebApp's Service, and a rollout (maxInFlight 1) to the Memcached entry
+// whose new template can never become ready.
+//   - wa-ok: an ordinary update of its Service.
+//   - wa-big: an oversized child (a 3.2 MB annotation, over the API
+//     server's 3 MiB request limit: 413). wa-bad: a child the API server
+//     refuses (port 70000: 422 Invalid). Both ApplyFailed.
+//   - wa-pdb: a child kind another entry prunes: the WebApp entry no
+//     longer renders nor lists PodDisruptionBudgets, the Memcached entry
+//     lists the kind, so its PodDisruptionBudget is pruned.
+//   - wa-paused (stencil.dev/paused) and wa-gone (being deleted, held by a
+//     finalizer): left alone.
+//   - wa-taken: a foreign Service holds its Service's name:
+//     OwnershipConflict.
+//   - shop: an AppStack whose app waits for its database, which cannot
+//     be scheduled: WaitingForDependency, nothing pruned.
+//   - mc-1, mc-2, mc-3: the rollout moves one, and holds two while it
+//     never becomes ready.
 //
-// stencil diff is run first, then the controller with the same config;
-// the resources the plan reports as ApplyFailed are exactly those whose
-// status says ApplyFailed, and the children it would prune are exactly
-// those the controller deletes. The plan goes on past the failures (it
-// once stopped at the 413).
+// The plan's failures and waits are exactly the controller's Ready
+// reasons; the Services it updates are exactly those whose
+// resourceVersion the controller changes; the children it prunes are
+// those the controller deletes; it moves as many Memcacheds as the
+// controller does (which one is the order of the queue's).
 func TestDiffAgreesWithTheController(t *testing.T) {
 	cfg := restConfig(t)
 	ctx := context.Background()
@@ -311,20 +324,47 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 	newNamespace(ctx, t, admin, ns)
 	pdbs := schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 
+	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "wa-taken", "namespace": ns},
+		"spec":     map[string]any{"ports": []any{map[string]any{"port": int64(80)}}}}}
+	if _, err := createOnce(ctx, admin.Resource(services).Namespace(ns), foreign); err != nil {
+		t.Fatal(err)
+	}
 	r := start(t, cfg, &counter{mutating: map[string]int{}}, ns)
-	names := []string{"wa-ok", "wa-big", "wa-bad", "wa-pdb"}
-	for _, name := range names {
+	webApps := []string{"wa-ok", "wa-big", "wa-bad", "wa-pdb", "wa-paused", "wa-gone", "wa-taken"}
+	for _, name := range webApps {
 		spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "replicas": int64(2)}
 		if name == "wa-pdb" {
 			spec["minAvailable"] = int64(1)
 		}
-		if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), cr(webapps, "WebApp", ns, name, spec)); err != nil {
+		obj := cr(webapps, "WebApp", ns, name, spec)
+		if name == "wa-gone" {
+			obj.SetFinalizers([]string{"example.com/hold"})
+		}
+		if _, err := createOnce(ctx, admin.Resource(webapps).Namespace(ns), obj); err != nil {
 			t.Fatal(err)
 		}
 	}
-	poll(t, 2*time.Minute, "every WebApp's Service and wa-pdb's PodDisruptionBudget", func() (bool, error) {
-		for _, name := range names {
+	for _, name := range []string{"mc-1", "mc-2", "mc-3"} {
+		if _, err := createOnce(ctx, admin.Resource(memcacheds).Namespace(ns), cr(memcacheds, "Memcached", ns, name, map[string]any{"size": int64(1)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shop := map[string]any{"image": "registry.k8s.io/pause:3.10", "dbNodeSelector": map[string]any{"stencil.dev/nowhere": "true"}}
+	if _, err := createOnce(ctx, admin.Resource(appstacks).Namespace(ns), cr(appstacks, "AppStack", ns, "shop", shop)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 2*time.Minute, "every child of the first config", func() (bool, error) {
+		for _, name := range webApps {
+			if name == "wa-taken" {
+				continue
+			}
 			if _, err := admin.Resource(services).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return false, nil
+			}
+		}
+		for _, name := range []string{"mc-1", "mc-2", "mc-3", "shop-db"} {
+			if _, err := admin.Resource(deployments).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return false, nil
 			}
 		}
@@ -332,19 +372,33 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 		return err == nil, nil
 	})
 	r.stop(t)
+	if _, err := admin.Resource(webapps).Namespace(ns).Patch(ctx, "wa-paused", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"stencil.dev/paused":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Resource(webapps).Namespace(ns).Delete(ctx, "wa-gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = admin.Resource(webapps).Namespace(ns).Patch(ctx, "wa-gone", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}()
+	before := resourceVersions(ctx, t, admin, ns)
 
 	config := editConfig(t, map[string]func(string) string{
 		"stencil.yaml": func(s string) string {
 			s = strings.Replace(s, "      - webapp/pdb.yaml.tmpl\n", "", 1)
 			s = strings.Replace(s, "      - {apiVersion: policy/v1, kind: PodDisruptionBudget}\n", "", 1)
 			return strings.Replace(s, "      - memcached/deployment.yaml.tmpl\n",
-				"      - memcached/deployment.yaml.tmpl\n    children:\n      - {apiVersion: apps/v1, kind: Deployment}\n      - {apiVersion: policy/v1, kind: PodDisruptionBudget}\n", 1)
+				"      - memcached/deployment.yaml.tmpl\n    rollout: {maxInFlight: 1}\n    children:\n      - {apiVersion: apps/v1, kind: Deployment}\n      - {apiVersion: policy/v1, kind: PodDisruptionBudget}\n", 1)
 		},
 		"webapp/service.yaml.tmpl": func(s string) string {
 			s = strings.Replace(s, "    app.kubernetes.io/component: server\n",
-				"    app.kubernetes.io/component: server\n  {{- if eq .Name \"wa-big\" }}\n  annotations:\n    example.com/big: {{ repeat 3200000 \"x\" | quote }}\n  {{- end }}\n", 1)
+				"    app.kubernetes.io/component: server\n    example.com/planned: \"yes\"\n  {{- if eq .Name \"wa-big\" }}\n  annotations:\n    example.com/big: {{ repeat 3200000 \"x\" | quote }}\n  {{- end }}\n", 1)
 			return strings.Replace(s, `port: {{ get .Spec "port" 8080 | int64 }}`,
 				`port: {{ if eq .Name "wa-bad" }}70000{{ else }}{{ get .Spec "port" 8080 | int64 }}{{ end }}`, 1)
+		},
+		"memcached/deployment.yaml.tmpl": func(s string) string {
+			return strings.Replace(s, "    spec:\n      containers:\n", "    spec:\n      nodeSelector:\n        stencil.dev/nowhere: \"true\"\n      containers:\n", 1)
 		},
 	})
 
@@ -359,55 +413,106 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 			Reason  string                `json:"reason"`
 			Message string                `json:"message"`
 		} `json:"renderFailures"`
+		Waiting []struct {
+			Parent  struct{ Name string } `json:"parent"`
+			Message string                `json:"message"`
+		} `json:"waiting"`
 	}
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("-o json: %v", err)
 	}
-	planFailed := map[string]string{}
+	planReasons := map[string]string{}
 	for _, f := range plan.Failures {
-		planFailed[f.Parent.Name] = f.Reason
+		planReasons[f.Parent.Name] = f.Reason
 	}
-	planPruned := map[string]bool{}
+	planHeld := 0
+	for _, w := range plan.Waiting {
+		if strings.HasPrefix(w.Message, "held by the rollout") {
+			planHeld++
+			continue
+		}
+		planReasons[w.Parent.Name] = "WaitingForDependency"
+	}
+	planServices, planPruned, planMoved := map[string]bool{}, map[string]bool{}, 0
 	for _, c := range plan.Children {
-		if c.Action == "prune" {
+		switch {
+		case c.Action == "prune":
 			planPruned[c.Kind+"/"+c.Name] = true
+		case c.Kind == "Service" && c.Action == "update":
+			planServices[c.Name] = true
+		case c.Kind == "Deployment" && c.Parent.Resource == "memcacheds" && c.Action == "update":
+			planMoved++
 		}
 	}
-	if want := map[string]string{"wa-big": "ApplyFailed", "wa-bad": "ApplyFailed"}; !reflect.DeepEqual(planFailed, want) {
-		t.Errorf("the plan's failures: %v, want %v", planFailed, want)
+	wantReasons := map[string]string{"wa-big": "ApplyFailed", "wa-bad": "ApplyFailed", "wa-taken": "OwnershipConflict", "shop": "WaitingForDependency"}
+	if !reflect.DeepEqual(planReasons, wantReasons) {
+		t.Errorf("the plan's failures and waits: %v, want %v", planReasons, wantReasons)
 	}
 	if want := map[string]bool{"PodDisruptionBudget/wa-pdb": true}; !reflect.DeepEqual(planPruned, want) {
 		t.Errorf("the plan's prunes: %v, want %v", planPruned, want)
 	}
+	if want := map[string]bool{"wa-ok": true, "wa-pdb": true}; !reflect.DeepEqual(planServices, want) {
+		t.Errorf("the plan's Service updates: %v, want %v (not the paused, the deleted, the refused or the foreign one)", planServices, want)
+	}
+	if planMoved != 1 || planHeld != 2 {
+		t.Errorf("the plan moves %d Memcacheds and holds %d, want 1 and 2 (maxInFlight 1)", planMoved, planHeld)
+	}
 
 	r = startConfig(t, cfg, &counter{mutating: map[string]int{}}, ns, config)
 	defer r.stop(t)
-	var failed map[string]string
+	reasons := map[string]string{}
 	poll(t, 2*time.Minute, "the controller to act on the config", func() (bool, error) {
-		failed = map[string]string{}
-		for _, name := range names {
-			u, err := admin.Resource(webapps).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		reasons = map[string]string{}
+		for _, res := range []schema.GroupVersionResource{webapps, appstacks} {
+			list, err := admin.Resource(res).Namespace(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err
 			}
-			if reason := readyReason(u); reason == "ApplyFailed" {
-				failed[name] = reason
+			for i := range list.Items {
+				switch reason := readyReason(&list.Items[i]); reason {
+				case "ApplyFailed", "OwnershipConflict", "WaitingForDependency":
+					reasons[list.Items[i].GetName()] = reason
+				}
 			}
 		}
 		_, err := admin.Resource(pdbs).Namespace(ns).Get(ctx, "wa-pdb", metav1.GetOptions{})
-		return len(failed) >= len(planFailed) && err != nil, nil
+		return len(reasons) >= len(planReasons) && apierrors.IsNotFound(err) && len(movedMemcacheds(ctx, t, admin, ns)) > 0, nil
 	})
-	if !reflect.DeepEqual(failed, planFailed) {
-		t.Errorf("the controller's ApplyFailed resources: %v; the plan said %v", failed, planFailed)
+	if !reflect.DeepEqual(reasons, planReasons) {
+		t.Errorf("the controller's Ready reasons: %v; the plan said %v", reasons, planReasons)
 	}
-	for _, name := range names {
-		for _, res := range []schema.GroupVersionResource{deployments, services} {
-			if _, err := admin.Resource(res).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
-				t.Errorf("%s %s, which the plan did not prune: %v", res.Resource, name, err)
-			}
+	after := resourceVersions(ctx, t, admin, ns)
+	changed := map[string]bool{}
+	for _, name := range webApps {
+		if k := "services/" + name; before[k] != after[k] {
+			changed[name] = true
 		}
 	}
-	t.Logf("plan and controller agree: ApplyFailed %v, pruned %v", failed, planPruned)
+	if !reflect.DeepEqual(changed, planServices) {
+		t.Errorf("Services the controller changed: %v; the plan said %v", changed, planServices)
+	}
+	if moved := movedMemcacheds(ctx, t, admin, ns); len(moved) != planMoved {
+		t.Errorf("the controller moved %v; the plan moved %d", moved, planMoved)
+	}
+	t.Logf("plan and controller agree: reasons %v, Services updated %v, pruned %v, Memcacheds moved %d and held %d",
+		reasons, changed, planPruned, planMoved, planHeld)
+}
+
+// movedMemcacheds names the Memcacheds whose Deployment carries the
+// nodeSelector of the test's new template.
+func movedMemcacheds(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string) []string {
+	t.Helper()
+	var moved []string
+	for _, name := range []string{"mc-1", "mc-2", "mc-3"} {
+		u, err := dyn.Resource(deployments).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "spec", "nodeSelector"); sel["stencil.dev/nowhere"] == "true" {
+			moved = append(moved, name)
+		}
+	}
+	return moved
 }
 
 // TestDiffPlansWithTheLiveChildren: an AppStack whose database cannot be
@@ -423,7 +528,6 @@ func TestDiffPlansWithTheLiveChildren(t *testing.T) {
 	installCRDs(ctx, t, admin)
 	ns := fmt.Sprintf("it-deps-%d", time.Now().UnixNano()%100000)
 	newNamespace(ctx, t, admin, ns)
-	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 
 	r := start(t, cfg, &counter{mutating: map[string]int{}}, ns)
 	spec := map[string]any{"image": "registry.k8s.io/pause:3.10", "dbNodeSelector": map[string]any{"stencil.dev/nowhere": "true"}}
