@@ -22,8 +22,8 @@ import (
 
 // A ring of replicas (stencil run --ring NAME, docs/operating.md "A ring
 // of replicas"): every member runs workers at once, each for its share of
-// the namespaces. The member's view and fence are package ha's, the
-// arithmetic and the handover rule package ring's; this file runs them:
+// the namespaces. The member's view and fence, the arithmetic and the
+// handover rule are package ring's; this file runs them:
 // the member's Lease and its loops, and the informers rebuilt for a new
 // share.
 
@@ -39,7 +39,7 @@ type Ring struct {
 
 // reshard builds the informers for the member's current share and records
 // it as watched.
-func (c *Controller) reshard(ctx context.Context, rs *ha.RingState, serverFilters bool) error {
+func (c *Controller) reshard(ctx context.Context, rs *ring.State, serverFilters bool) error {
 	s, share := rs.Shard(serverFilters)
 	if err := c.reg.Reshard(ctx, s); err != nil {
 		return err
@@ -67,7 +67,7 @@ func (c *Controller) runRing(ctx context.Context) error {
 		LeaseDuration: t.Lease, RenewDeadline: t.Renew}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	rs := ha.NewRingState(m, id, func() {
+	rs := ring.NewState(m, id, func() {
 		logger.Info("The ring Lease was not renewed in time: stopping before the next write", "renewDeadline", t.Renew)
 		stop()
 	})
@@ -139,7 +139,7 @@ const ringReads = 4
 // ringReads times as often, adopting each new view (members, or their
 // division of the namespaces listed by namespaces) and requeueing
 // everything once it settles.
-func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, namespaces func() []string, reshard chan<- struct{}) {
+func (c *Controller) ringLoop(ctx context.Context, rs *ring.State, namespaces func() []string, reshard chan<- struct{}) {
 	logger := klog.FromContext(ctx)
 	tick := time.NewTicker(c.leaseTimings.Retry / ringReads)
 	defer tick.Stop()
@@ -209,7 +209,7 @@ func (c *Controller) ringLoop(ctx context.Context, rs *ha.RingState, namespaces 
 
 // reshardLoop rebuilds the informers for the member's share each time it
 // changes; changes that come while one runs are taken together.
-func (c *Controller) reshardLoop(ctx context.Context, rs *ha.RingState, serverFilters bool, reshard <-chan struct{}) {
+func (c *Controller) reshardLoop(ctx context.Context, rs *ring.State, serverFilters bool, reshard <-chan struct{}) {
 	logger := klog.FromContext(ctx)
 	again := false
 	for {
@@ -251,7 +251,7 @@ func (c *Controller) reshardLoop(ctx context.Context, rs *ha.RingState, serverFi
 }
 
 // ringGauges sets the ring's metrics from rs.
-func (c *Controller) ringGauges(rs *ha.RingState) {
+func (c *Controller) ringGauges(rs *ring.State) {
 	members, held, of := rs.View()
 	share := 0.0
 	if of > 0 {

@@ -43,7 +43,7 @@ type FencedLock struct {
 	// wire is set by that first refusal, and is never cleared: a
 	// leadership that went stale once is over, even if a renewal sent
 	// before the pause lands after it.
-	wire tripwire
+	wire Tripwire
 	// now is the clock (tests); nil is time.Now.
 	now func() time.Time
 }
@@ -92,7 +92,7 @@ func (l *FencedLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 // already sent cannot be called back). The first refusal of a leader whose
 // renewals went stale calls onTrip, which stops the workers at once.
 func (l *FencedLock) Allow() error {
-	if l.wire.tripped.Load() {
+	if l.wire.Tripped() {
 		return ErrNotLeader
 	}
 	t := l.sent.Load()
@@ -103,7 +103,7 @@ func (l *FencedLock) Allow() error {
 	if l.clock().Sub(*t) < l.renewDeadline {
 		return nil
 	}
-	l.wire.trip(l.onTrip)
+	l.wire.Trip(l.onTrip)
 	return ErrNotLeader
 }
 
@@ -115,7 +115,7 @@ func (l *FencedLock) Allow() error {
 // conflict rather than be overwritten. Never after the fence tripped: the
 // leadership is over then whatever the Lease says.
 func (l *FencedLock) release(ctx context.Context) (holder string, err error) {
-	if l.wire.tripped.Load() {
+	if l.wire.Tripped() {
 		return "", ErrNotLeader
 	}
 	rec, _, err := l.Interface.Get(ctx)
