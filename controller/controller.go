@@ -217,8 +217,8 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		}
 		// Not tied to ctx: a cancelled context shuts the broadcaster down at
 		// once, and SIGTERM cancels ctx before the workers drain, so the
-		// events of the drained reconciles were dropped ("broadcaster already
-		// stopped"). Run shuts it down after the drain, once flushed.
+		// events of the drained reconciles would be dropped ("broadcaster
+		// already stopped"). Run shuts it down after the drain, once flushed.
 		c.broadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 		c.events = &eventSink{EventSink: &typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")}, fence: c.mayWrite}
 		c.broadcaster.StartRecordingToSink(c.events)
@@ -529,7 +529,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if c.ring != nil {
-		// A view change waits for this sync (see ring.go).
+		// A view change waits for this sync (ring.State.Adopt).
 		defer c.ring.BeginSync()()
 		if !c.ring.Holds(key.Namespace) {
 			// Another member's now; its caches hold the resource.
@@ -566,7 +566,7 @@ func (c *Controller) handleErr(ctx context.Context, key reconcile.Key, label str
 		c.queue.AddRateLimited(key)
 	case errors.Is(err, ring.ErrNotHolder):
 		// The view is changing; every resource of the share is queued
-		// again once the new view is adopted (ringLoop).
+		// again once the new view is adopted (ring.Run).
 		logger.V(4).Info("Reconcile stopped before a write", "err", err)
 		c.queue.Forget(key)
 	case errors.Is(err, ring.ErrLeaseNotRenewed):

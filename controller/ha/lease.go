@@ -172,10 +172,10 @@ var ErrLeaseLost = errors.New("lost the leader-election Lease")
 // client-go's ReleaseOnCancel: the elector's release() reads the Lease to
 // learn its resourceVersion but decides whether it is the holder from the
 // record it observed before, so a leader paused past its Lease and resumed
-// overwrote the new leader's Lease with an empty holder, at the fresh
+// overwrites the new leader's Lease with an empty holder, at the fresh
 // resourceVersion that optimistic concurrency cannot refuse, and a third
-// replica took it over while the new leader still wrote: two leaders. See
-// FencedLock.release for the rule that replaces it.
+// replica takes it over while the new leader still writes: two leaders.
+// See FencedLock.release for the rule that replaces it.
 func Lead(ctx context.Context, lock *FencedLock, name string, t Timings, work func(ctx context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	var runErr error
