@@ -33,6 +33,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
+	"stencil.dev/stencil/controller/ring"
 	"stencil.dev/stencil/templates"
 )
 
@@ -168,12 +169,12 @@ type Controller struct {
 	rec    *reconcile.Reconciler
 	health *health
 	// fence, under leader election or in a ring, says whether this replica
-	// may still write for a namespace (see ha.FencedLock, ha.RingState); nil
+	// may still write for a namespace (see ha.FencedLock, ring.State); nil
 	// otherwise.
 	fence func(ns string) error
 	// ring is this replica's membership of a ring (run --ring); nil
 	// otherwise.
-	ring *ha.RingState
+	ring *ring.State
 	// leaseTimings are the Leases' durations (leader election, ring).
 	leaseTimings ha.Timings
 	// events wraps the event sink: fenced, and flushed before shutdown.
@@ -216,8 +217,8 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		}
 		// Not tied to ctx: a cancelled context shuts the broadcaster down at
 		// once, and SIGTERM cancels ctx before the workers drain, so the
-		// events of the drained reconciles were dropped ("broadcaster already
-		// stopped"). Run shuts it down after the drain, once flushed.
+		// events of the drained reconciles would be dropped ("broadcaster
+		// already stopped"). Run shuts it down after the drain, once flushed.
 		c.broadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 		c.events = &eventSink{EventSink: &typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")}, fence: c.mayWrite}
 		c.broadcaster.StartRecordingToSink(c.events)
@@ -513,7 +514,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if c.ring != nil {
-		// A view change waits for this sync (see ring.go).
+		// A view change waits for this sync (ring.State.Adopt).
 		defer c.ring.BeginSync()()
 		if !c.ring.Holds(key.Namespace) {
 			// Another member's now; its caches hold the resource.
@@ -548,13 +549,13 @@ func (c *Controller) handleErr(ctx context.Context, key reconcile.Key, label str
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
 		logger.V(2).Info("Reconcile stopped before a write", "err", err)
 		c.queue.AddRateLimited(key)
-	case errors.Is(err, ha.ErrNotHolder):
+	case errors.Is(err, ring.ErrNotHolder):
 		// The view is changing; every resource of the share is queued
-		// again once the new view is adopted (ringLoop).
+		// again once the new view is adopted (ring.Run).
 		logger.V(4).Info("Reconcile stopped before a write", "err", err)
 		c.queue.Forget(key)
-	case errors.Is(err, ha.ErrRingLease):
-		// The workers are stopping (ha.RingState.Trip).
+	case errors.Is(err, ring.ErrLeaseNotRenewed):
+		// The workers are stopping (ring.State.Trip).
 		c.opts.Metrics.reconcileTotal.WithLabelValues(label, resultError).Inc()
 		c.queue.Forget(key)
 	case requeue.IsTerminal(err):

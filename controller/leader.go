@@ -52,7 +52,7 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 
 // mayWrite returns nil when this replica may write for namespace ns:
 // always without leader election or a ring; under leader election while its
-// ha.FencedLock allows; in a ring while ha.RingState does.
+// ha.FencedLock allows; in a ring while ring.State does.
 func (c *Controller) mayWrite(ns string) error {
 	if c.fence == nil {
 		return nil

@@ -12,6 +12,7 @@ import (
 
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/ring"
 )
 
 // Metrics holds the Prometheus collectors stencil exports. One value is
@@ -21,20 +22,16 @@ type Metrics struct {
 	// Registry is what /metrics serves.
 	Registry *prometheus.Registry
 
-	reconcileTotal      *prometheus.CounterVec
-	reconcileDuration   *prometheus.HistogramVec
-	served              *prometheus.GaugeVec
-	reloadOK            prometheus.Gauge
-	reloadTime          prometheus.Gauge
-	ringMembers         prometheus.Gauge
-	ringShare           prometheus.Gauge
-	ringNamespaces      prometheus.Gauge
-	ringSettled         prometheus.Gauge
-	ringHandovers       prometheus.Counter
-	ringHandoverSeconds prometheus.Histogram
-	queue               workqueue.MetricsProvider
+	reconcileTotal    *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	served            *prometheus.GaugeVec
+	reloadOK          prometheus.Gauge
+	reloadTime        prometheus.Gauge
+	queue             workqueue.MetricsProvider
 	// reconcile holds the collectors of what syncs write and render.
 	reconcile *reconcile.Metrics
+	// ring holds a ring member's collectors (0 outside a ring).
+	ring *ring.Metrics
 }
 
 // Result label values of stencil_reconcile_total.
@@ -69,31 +66,12 @@ func NewMetrics() *Metrics {
 			Name: "stencil_config_last_reload_success_timestamp_seconds",
 			Help: "Timestamp of the last successful config load or reload.",
 		}),
-		ringMembers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "stencil_ring_members", Help: "Live members of this replica's ring, as the view it acts on has them (0 outside a ring).",
-		}),
-		ringShare: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "stencil_ring_share", Help: "Fraction of the cluster's namespaces this ring member holds under the view it acts on (0 outside a ring).",
-		}),
-		ringNamespaces: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "stencil_ring_namespaces", Help: "Namespaces this ring member holds under the view it acts on (0 outside a ring).",
-		}),
-		ringSettled: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "stencil_ring_settled", Help: "1 while every live member of this replica's ring published the view it acts on (it writes for its share), else 0.",
-		}),
-		ringHandovers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "stencil_ring_handovers_total", Help: "Views of the ring this member adopted and every member published (each a handover of shares).",
-		}),
-		ringHandoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "stencil_ring_handover_duration_seconds", Help: "Time from this member seeing the ring change to every member having adopted the new view.",
-			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
-		}),
 	}
 	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime,
-		m.ringMembers, m.ringShare, m.ringNamespaces, m.ringSettled, m.ringHandovers, m.ringHandoverSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	m.reconcile = reconcile.NewMetrics(reg)
+	m.ring = ring.NewMetrics(reg)
 	return m
 }
 

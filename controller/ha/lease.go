@@ -43,7 +43,7 @@ type FencedLock struct {
 	// wire is set by that first refusal, and is never cleared: a
 	// leadership that went stale once is over, even if a renewal sent
 	// before the pause lands after it.
-	wire tripwire
+	wire Tripwire
 	// now is the clock (tests); nil is time.Now.
 	now func() time.Time
 }
@@ -92,7 +92,7 @@ func (l *FencedLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 // already sent cannot be called back). The first refusal of a leader whose
 // renewals went stale calls onTrip, which stops the workers at once.
 func (l *FencedLock) Allow() error {
-	if l.wire.tripped.Load() {
+	if l.wire.Tripped() {
 		return ErrNotLeader
 	}
 	t := l.sent.Load()
@@ -103,7 +103,7 @@ func (l *FencedLock) Allow() error {
 	if l.clock().Sub(*t) < l.renewDeadline {
 		return nil
 	}
-	l.wire.trip(l.onTrip)
+	l.wire.Trip(l.onTrip)
 	return ErrNotLeader
 }
 
@@ -115,7 +115,7 @@ func (l *FencedLock) Allow() error {
 // conflict rather than be overwritten. Never after the fence tripped: the
 // leadership is over then whatever the Lease says.
 func (l *FencedLock) release(ctx context.Context) (holder string, err error) {
-	if l.wire.tripped.Load() {
+	if l.wire.Tripped() {
 		return "", ErrNotLeader
 	}
 	rec, _, err := l.Interface.Get(ctx)
@@ -172,10 +172,10 @@ var ErrLeaseLost = errors.New("lost the leader-election Lease")
 // client-go's ReleaseOnCancel: the elector's release() reads the Lease to
 // learn its resourceVersion but decides whether it is the holder from the
 // record it observed before, so a leader paused past its Lease and resumed
-// overwrote the new leader's Lease with an empty holder, at the fresh
+// overwrites the new leader's Lease with an empty holder, at the fresh
 // resourceVersion that optimistic concurrency cannot refuse, and a third
-// replica took it over while the new leader still wrote: two leaders. See
-// FencedLock.release for the rule that replaces it.
+// replica takes it over while the new leader still writes: two leaders.
+// See FencedLock.release for the rule that replaces it.
 func Lead(ctx context.Context, lock *FencedLock, name string, t Timings, work func(ctx context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	var runErr error

@@ -50,7 +50,7 @@ type Options struct {
 	// Enqueue queues a resource again (a rollout admitting the next ones).
 	Enqueue func(Key)
 	// MayWrite returns nil when this replica may write for a namespace
-	// (ha.FencedLock, ha.RingState); nil always allows.
+	// (ha.FencedLock, ring.State); nil always allows.
 	MayWrite func(ns string) error
 	// FightBurst and FightInterval size each resource's correction budget
 	// (guard.go).

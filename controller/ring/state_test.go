@@ -1,4 +1,4 @@
-package ha
+package ring
 
 import (
 	"cmp"
@@ -8,21 +8,7 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/kubernetes/scheme"
-	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
-	k8stesting "k8s.io/client-go/testing"
-
-	"stencil.dev/stencil/controller/ring"
 )
-
-// fakeLeases is a Leases client over an object tracker.
-func fakeLeases() *fakecoordination.FakeCoordinationV1 {
-	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
-	fake := &k8stesting.Fake{}
-	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
-	return &fakecoordination.FakeCoordinationV1{Fake: fake}
-}
 
 // teams are the namespaces the tests' rings divide, named as clusters
 // name them (sorted, as the namespace informer's list is).
@@ -42,32 +28,25 @@ var teams = func() []string {
 func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 	ctx := context.Background()
 	leases := fakeLeases()
-	member := func(id string) *ring.Member {
-		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
-		if err := m.Join(ctx, ""); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	observe := func(rs *RingState) (bool, bool) {
+	member := func(id string) *Member { return joined(t, leases, nil, id) }
+	observe := func(rs *State) (bool, bool) {
 		snap, err := rs.member.Observe(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rs.Adopt(snap, teams, time.Now())
 	}
-	both := ring.NewView([]string{"a", "b"}, teams)
+	both := NewView([]string{"a", "b"}, teams)
 	var nsA, nsB string
 	for _, ns := range teams {
-		if ring.Holds(both.Share("a"), ns) {
+		if Holds(both.Share("a"), ns) {
 			nsA = ns
 		} else {
 			nsB = ns
 		}
 	}
 
-	a := &RingState{member: member("a"), self: "a"}
+	a := &State{member: member("a"), self: "a"}
 	observe(a)
 	a.Resharded(a.ShareNow())
 	if _, ok := a.Settle(time.Now()); !ok {
@@ -79,7 +58,7 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 		}
 	}
 
-	b := &RingState{member: member("b"), self: "b"}
+	b := &State{member: member("b"), self: "b"}
 	a.syncs.RLock() // a sync in flight
 	switched := make(chan [2]bool)
 	go func() {
@@ -123,8 +102,8 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 	tripped := false
 	a.onTrip = func() { tripped = true }
 	a.member.Leave(ctx) // its Lease no longer valid
-	if err := a.Allow(nsA); !errors.Is(err, ErrRingLease) || !tripped {
-		t.Fatalf("after a's Lease lapsed: %v, tripped %v; want ErrRingLease and the workers stopped", err, tripped)
+	if err := a.Allow(nsA); !errors.Is(err, ErrLeaseNotRenewed) || !tripped {
+		t.Fatalf("after a's Lease lapsed: %v, tripped %v; want ErrLeaseNotRenewed and the workers stopped", err, tripped)
 	}
 }
 
@@ -137,15 +116,8 @@ func TestRingHandoverWaitsForSyncsAndAdoption(t *testing.T) {
 func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 	ctx := context.Background()
 	leases := fakeLeases()
-	join := func(id string) *RingState {
-		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}
-		if err := m.Join(ctx, ""); err != nil {
-			t.Fatal(err)
-		}
-		return &RingState{member: m, self: id}
-	}
-	observe := func(rs *RingState) {
+	join := func(id string) *State { return &State{member: joined(t, leases, nil, id), self: id} }
+	observe := func(rs *State) {
 		snap, err := rs.member.Observe(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -155,10 +127,10 @@ func TestRingMemberWritesOnlyOnceItsCachesWatchTheAdoptedShare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	three := ring.NewView([]string{"a", "b", "c"}, teams)
+	three := NewView([]string{"a", "b", "c"}, teams)
 	var mine, theirs string
 	for _, ns := range teams {
-		if ring.Holds(three.Share("a"), ns) {
+		if Holds(three.Share("a"), ns) {
 			mine = ns
 		} else {
 			theirs = ns
@@ -207,13 +179,13 @@ func TestRingViewFollowsTheNamespaces(t *testing.T) {
 	// 19 namespaces between two members: 10 and 9, and a 20th leaves the
 	// equal share at 10, so it can land where its hash was held already.
 	base := teams[:19]
-	before := ring.NewView([]string{"a", "b"}, base)
+	before := NewView([]string{"a", "b"}, base)
 	var same, moves string
 	for i := 0; (same == "" || moves == "") && i < 100000; i++ {
 		ns := fmt.Sprintf("new-%d", i)
 		with := append(slices.Clone(base), ns)
 		slices.Sort(with)
-		if ring.NewView([]string{"a", "b"}, with).ID() == before.ID() {
+		if NewView([]string{"a", "b"}, with).ID() == before.ID() {
 			same = cmp.Or(same, ns)
 		} else {
 			moves = cmp.Or(moves, ns)
@@ -228,16 +200,11 @@ func TestRingViewFollowsTheNamespaces(t *testing.T) {
 	// the race detector makes the test.
 	now := time.Now()
 	clock := func() time.Time { return now }
-	var states []*RingState
+	var states []*State
 	for _, id := range []string{"a", "b"} {
-		m := &ring.Member{Leases: leases, Namespace: "ops", Ring: "r", Identity: id,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, Now: clock}
-		if err := m.Join(ctx, ""); err != nil {
-			t.Fatal(err)
-		}
-		states = append(states, &RingState{member: m, self: id})
+		states = append(states, &State{member: joined(t, leases, clock, id), self: id})
 	}
-	adopt := func(rs *RingState, namespaces []string) bool {
+	adopt := func(rs *State, namespaces []string) bool {
 		t.Helper()
 		snap, err := rs.member.Observe(ctx)
 		if err != nil {

@@ -1,4 +1,4 @@
-package ha
+package ring
 
 import (
 	"errors"
@@ -7,18 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/controller/ring"
 )
 
-// A ring member's view of its ring (stencil run --ring, docs/operating.md
-// "A ring of replicas"): the view it acts on, its share, and the fence
-// every write passes. A view change waits for the syncs in flight (each
-// runs between BeginSync and its end) before it takes effect, and only
-// then is the new view published: that is the "stopped writing under the
-// old view" of the handover rule, without which two members could write
-// for one namespace. The arithmetic and the rule itself are package
-// ring's; the controller runs the loops (controller/ring.go).
+// A ring member's view of its ring: the view it acts on, its share, and
+// the fence every write passes. A view change waits for the syncs in
+// flight (each runs between BeginSync and its end) before it takes effect,
+// and only then is the new view published: that is the "stopped writing
+// under the old view" of the handover rule (handover.go), without which two
+// members could write for one namespace.
 
 // ErrNotHolder stops a write for a namespace this ring member does not
 // hold now, or holds under a view some member has not adopted yet. The key
@@ -26,13 +24,13 @@ import (
 // resource again once its view is adopted.
 var ErrNotHolder = errors.New("not writing: namespace not held by this ring member under a view every member adopted")
 
-// ErrRingLease stops every write of a member whose own Lease was not
+// ErrLeaseNotRenewed stops every write of a member whose own Lease was not
 // renewed in time: the others may have taken its share.
-var ErrRingLease = errors.New("not writing: this ring member's Lease was not renewed in time")
+var ErrLeaseNotRenewed = errors.New("not writing: this ring member's Lease was not renewed in time")
 
-// RingState is a member's view of its ring.
-type RingState struct {
-	member *ring.Member
+// State is a member's view of its ring.
+type State struct {
+	member *Member
 	self   string
 
 	// syncs is held for reading by every sync; a view change takes it for
@@ -40,8 +38,8 @@ type RingState struct {
 	syncs sync.RWMutex
 
 	mu        sync.Mutex
-	view      ring.View
-	share     []ring.Range
+	view      View
+	share     []Range
 	published map[string]string
 	// namespaces are the namespaces the view divides, sorted: a tick
 	// whose members and namespaces are the same computes nothing.
@@ -52,7 +50,7 @@ type RingState struct {
 	// that failed). The fence allows no write until they match: a sync
 	// decides from the caches, and caches of another share either miss
 	// the namespace or hold what another member writes.
-	watched    []ring.Range
+	watched    []Range
 	hasWatched bool
 	// settled: every live member published view; changed is when view
 	// became this member's.
@@ -61,32 +59,32 @@ type RingState struct {
 
 	// wire trips when the member's own Lease was not renewed in time;
 	// onTrip then stops the workers.
-	wire   tripwire
+	wire   ha.Tripwire
 	onTrip func()
 }
 
-// NewRingState is member m's view of its ring, m being this replica
+// NewState is member m's view of its ring, m being this replica
 // (self); onTrip runs once, when the member's Lease lapses.
-func NewRingState(m *ring.Member, self string, onTrip func()) *RingState {
-	return &RingState{member: m, self: self, onTrip: onTrip}
+func NewState(m *Member, self string, onTrip func()) *State {
+	return &State{member: m, self: self, onTrip: onTrip}
 }
 
 // Member is this replica's membership.
-func (r *RingState) Member() *ring.Member { return r.member }
+func (r *State) Member() *Member { return r.member }
 
 // BeginSync is called before every sync; the function it returns, after.
 // A view change waits for the syncs in flight (Adopt).
-func (r *RingState) BeginSync() (end func()) {
+func (r *State) BeginSync() (end func()) {
 	r.syncs.RLock()
 	return r.syncs.RUnlock
 }
 
 // Tripped reports whether the member's Lease lapsed: it writes no more.
-func (r *RingState) Tripped() bool { return r.wire.tripped.Load() }
+func (r *State) Tripped() bool { return r.wire.Tripped() }
 
 // View returns the number of members of the view this member acts on,
 // how many namespaces this member holds under it, and how many it divides.
-func (r *RingState) View() (members, held, of int) {
+func (r *State) View() (members, held, of int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	held, of = r.view.Held(r.self)
@@ -95,7 +93,7 @@ func (r *RingState) View() (members, held, of int) {
 
 // Settled reports whether every live member published the view this
 // member acts on: until then, it writes nothing.
-func (r *RingState) Settled() bool {
+func (r *State) Settled() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.settled
@@ -103,18 +101,18 @@ func (r *RingState) Settled() bool {
 
 // Allow is the ring's write fence: nil while this member may write for
 // namespace ns.
-func (r *RingState) Allow(ns string) error {
-	if r.wire.tripped.Load() {
-		return ErrRingLease
+func (r *State) Allow(ns string) error {
+	if r.wire.Tripped() {
+		return ErrLeaseNotRenewed
 	}
 	if !r.member.Valid() {
 		r.Trip()
-		return ErrRingLease
+		return ErrLeaseNotRenewed
 	}
 	r.mu.Lock()
 	view, published := r.view, r.published
 	r.mu.Unlock()
-	if ok, why := ring.MayWrite(r.self, view, true, published, ns); !ok {
+	if ok, why := MayWrite(r.self, view, true, published, ns); !ok {
 		return fmt.Errorf("%w: %s", ErrNotHolder, why)
 	}
 	if r.NeedsReshard() {
@@ -125,31 +123,31 @@ func (r *RingState) Allow(ns string) error {
 
 // NeedsReshard reports whether the informers watch another share than the
 // adopted view's.
-func (r *RingState) NeedsReshard() bool {
+func (r *State) NeedsReshard() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return !r.hasWatched || !slices.Equal(r.share, r.watched)
 }
 
 // Resharded records that the informers now watch share.
-func (r *RingState) Resharded(share []ring.Range) {
+func (r *State) Resharded(share []Range) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.watched, r.hasWatched = share, true
 }
 
 // Trip ends the membership: no write after it, and the workers stop.
-func (r *RingState) Trip() { r.wire.trip(r.onTrip) }
+func (r *State) Trip() { r.wire.Trip(r.onTrip) }
 
 // Holds reports whether ns is in this member's current share.
-func (r *RingState) Holds(ns string) bool {
+func (r *State) Holds(ns string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ring.Holds(r.share, ns)
+	return Holds(r.share, ns)
 }
 
 // ViewID is the ID of the view this member acts on.
-func (r *RingState) ViewID() string {
+func (r *State) ViewID() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.view.ID()
@@ -159,7 +157,7 @@ func (r *RingState) ViewID() string {
 // live members or their division of the namespaces differ from the view's,
 // it waits for the syncs in flight and switches to the new view. It
 // reports whether the view changed, and whether this member's share did.
-func (r *RingState) Adopt(snap ring.Snapshot, namespaces []string, now time.Time) (viewChanged, shareChanged bool) {
+func (r *State) Adopt(snap Snapshot, namespaces []string, now time.Time) (viewChanged, shareChanged bool) {
 	r.mu.Lock()
 	r.published = snap.Published
 	same := r.view.Members != nil && slices.Equal(snap.Live, r.view.Members) && slices.Equal(namespaces, r.namespaces)
@@ -168,7 +166,7 @@ func (r *RingState) Adopt(snap ring.Snapshot, namespaces []string, now time.Time
 	if same {
 		return false, false
 	}
-	next := ring.NewView(snap.Live, namespaces)
+	next := NewView(snap.Live, namespaces)
 	if next.ID() == current {
 		// A namespace came or went and landed with the member that held
 		// its hash: the same ranges, no handover.
@@ -190,7 +188,7 @@ func (r *RingState) Adopt(snap ring.Snapshot, namespaces []string, now time.Time
 // Settle reports, once per view, that every live member published it:
 // from then on this member writes for its share. It returns how long the
 // handover took.
-func (r *RingState) Settle(now time.Time) (time.Duration, bool) {
+func (r *State) Settle(now time.Time) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.settled || r.view.Members == nil {
@@ -208,17 +206,17 @@ func (r *RingState) Settle(now time.Time) (time.Duration, bool) {
 
 // Shard is the registry's share for this member's current ranges, and
 // those ranges.
-func (r *RingState) Shard(serverFilters bool) (*registry.Shard, []ring.Range) {
+func (r *State) Shard(serverFilters bool) (*registry.Shard, []Range) {
 	share := r.ShareNow()
-	s := &registry.Shard{Holds: func(ns string) bool { return ring.Holds(share, ns) }}
+	s := &registry.Shard{Holds: func(ns string) bool { return Holds(share, ns) }}
 	if serverFilters {
-		s.Selector = ring.Selector(share)
+		s.Selector = Selector(share)
 	}
 	return s, share
 }
 
 // ShareNow returns the member's current ranges.
-func (r *RingState) ShareNow() []ring.Range {
+func (r *State) ShareNow() []Range {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.share)
