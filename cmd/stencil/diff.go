@@ -10,11 +10,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/plan"
@@ -56,17 +51,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	restConfig.QPS, restConfig.Burst = float32(*qps), *burst
 	restConfig.UserAgent = "stencil-diff/" + version
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
-		return exitUsage
-	}
-	md, err := metadata.NewForConfig(restConfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
-		return exitUsage
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	cl, err := newClients(restConfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
 		return exitUsage
@@ -78,8 +63,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	// controller's story, not the plan's (-v 2 shows it).
 	ctx = klog.NewContext(ctx, klog.Background().V(2))
 	d := &plan.Planner{
-		Config: cfg, Sets: sets, Dynamic: dyn, Metadata: md,
-		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		Config: cfg, Sets: sets, Dynamic: cl.dynamic, Metadata: cl.metadata, Mapper: cl.mapper,
 		Namespace: *namespace, Workers: *workers, Warn: stderr,
 	}
 	if isTerminal(stderr) {

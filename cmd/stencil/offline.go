@@ -20,8 +20,7 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
-	"stencil.dev/stencil/controller/reconcile/drift"
-	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -119,7 +118,7 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		}
 	}
 	status := exitOK
-	first := true
+	out := &documents{w: stdout}
 	for _, u := range objs {
 		if u.GetNamespace() == "" {
 			u.SetNamespace(*namespace)
@@ -131,61 +130,84 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			status = exitFailed
 			continue
 		}
-		parent, err := view.NewObject(u, set.Resource().GVR())
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+		if !renderOne(out, stderr, where, set, u, observedLive(observed, u.GetNamespace(), *namespace)) {
 			status = exitFailed
-			continue
-		}
-		r, err := set.RenderWith(parent, observedLive(observed, u.GetNamespace(), *namespace))
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil render: %s:\n", where)
-			printErrors(stderr, err)
-			status = exitFailed
-			continue
-		}
-		for _, w := range r.Waits {
-			fmt.Fprintf(stderr, "stencil render: %s: waits: %s\n", where, w)
-		}
-		for _, h := range r.Hooks {
-			fmt.Fprintf(stderr, "stencil render: %s: not applied (hook or test): %s\n", where, h)
-		}
-		if c := set.Chart(); c != nil {
-			for _, f := range c.CRDs() {
-				fmt.Fprintf(stderr, "stencil render: %s: not installed (crds/): %s\n", where, f)
-			}
-		}
-		if r.StatusWaits {
-			fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
-		}
-		for _, c := range r.Children {
-			out, err := yaml.Marshal(c.Object)
-			if err != nil {
-				fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
-				status = exitFailed
-				continue
-			}
-			if !first {
-				fmt.Fprintln(stdout, "---")
-			}
-			first = false
-			stdout.Write(out)
 		}
 	}
 	return status
 }
 
+// documents writes YAML documents separated by "---".
+type documents struct {
+	w     io.Writer
+	wrote bool
+}
+
+// write writes one document.
+func (d *documents) write(doc []byte) {
+	if d.wrote {
+		fmt.Fprintln(d.w, "---")
+	}
+	d.wrote = true
+	d.w.Write(doc)
+}
+
+// renderOne renders one custom resource u with set: its children to out,
+// what the controller would not apply or would wait for to stderr. It
+// reports whether everything rendered.
+func renderOne(out *documents, stderr io.Writer, where string, set *templates.Set, u *unstructured.Unstructured, live templates.Live) bool {
+	parent, err := view.NewObject(u, set.Resource().GVR())
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+		return false
+	}
+	r, err := set.RenderWith(parent, live)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil render: %s:\n", where)
+		printErrors(stderr, err)
+		return false
+	}
+	for _, w := range r.Waits {
+		fmt.Fprintf(stderr, "stencil render: %s: waits: %s\n", where, w)
+	}
+	for _, h := range r.Hooks {
+		fmt.Fprintf(stderr, "stencil render: %s: not applied (hook or test): %s\n", where, h)
+	}
+	if c := set.Chart(); c != nil {
+		for _, f := range c.CRDs() {
+			fmt.Fprintf(stderr, "stencil render: %s: not installed (crds/): %s\n", where, f)
+		}
+	}
+	if r.StatusWaits {
+		fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
+	}
+	ok := true
+	for _, c := range r.Children {
+		doc, err := yaml.Marshal(c.Object)
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+			ok = false
+			continue
+		}
+		out.write(doc)
+	}
+	return ok
+}
+
 // liveFile is templates.Live over the children of --observed: those of
 // one namespace, by kind and name.
-type liveFile map[string]*unstructured.Unstructured
+type liveFile struct {
+	reconcile.Rules
+	children map[string]*unstructured.Unstructured
+}
 
 // observedLive returns the children of objs in namespace ns (a child that
 // names none is in defaultNS, as kubectl apply would put it).
 func observedLive(objs []*unstructured.Unstructured, ns, defaultNS string) liveFile {
-	l := liveFile{}
+	l := liveFile{children: map[string]*unstructured.Unstructured{}}
 	for _, o := range objs {
 		if cmp.Or(o.GetNamespace(), defaultNS) == ns {
-			l[o.GetKind()+"/"+o.GetName()] = o
+			l.children[o.GetKind()+"/"+o.GetName()] = o
 		}
 	}
 	return l
@@ -193,18 +215,8 @@ func observedLive(objs []*unstructured.Unstructured, ns, defaultNS string) liveF
 
 // Child returns the live child of that kind and name.
 func (l liveFile) Child(kind, name string) (*unstructured.Unstructured, bool) {
-	u, ok := l[kind+"/"+name]
+	u, ok := l.children[kind+"/"+name]
 	return u, ok
-}
-
-// Ready applies the controller's readiness rules (kstatus).
-func (l liveFile) Ready(u *unstructured.Unstructured) bool { return status.ReadinessOf(u).OK }
-
-// Current reports whether live already is want's render, as the
-// controller decides it; a child without stencil's applied hash counts as
-// current.
-func (l liveFile) Current(want, live *unstructured.Unstructured) bool {
-	return drift.Current(want, live, "")
 }
 
 // findSet picks the config entry for u: the entry with u's group and version,

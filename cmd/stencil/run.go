@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -25,56 +26,79 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/templates"
 )
 
-// runCommand implements "stencil run". It returns the process exit status:
-// 0 after a clean shutdown, 2 for bad flags or config, 1 for anything else.
-func runCommand(args []string) int {
-	setGCPercent()
+// runFlags are the flags of "stencil run".
+type runFlags struct {
+	fs                                  *flag.FlagSet
+	kubeconfig, namespace               string
+	src                                 *sourceFlags
+	workers, burst                      int
+	qps                                 float64
+	leaderElect                         bool
+	leaseNamespace, leaseName, ringName string
+	metricsAddr, healthAddr             string
+	resync, configPoll                  time.Duration
+}
+
+// parseRunFlags parses the flags of "stencil run"; done says the command
+// ends with status (help, or bad usage).
+func parseRunFlags(args []string) (f runFlags, status int, done bool) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
 		fs.PrintDefaults()
 	}
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
-	srcFlags := addSourceFlags(fs, "", "path of the stencil config file (this or --watches is required)")
-	configPath := srcFlags.config
-	namespace := fs.String("namespace", "", "watch only this namespace (default: the namespaces each entry lists, or all)")
-	workers := fs.Int("workers", 4, "parallel reconciles")
-	qps := fs.Float64("qps", 50, "client-side QPS limit towards the API server")
-	burst := fs.Int("burst", 100, "client-side burst limit towards the API server")
-	leaderElect := fs.Bool("leader-elect", false, "run only while holding a Lease, so several replicas can run")
-	leaseNamespace := fs.String("leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader-election Lease")
-	leaseName := fs.String("leader-elect-id", "stencil", "name of the leader-election Lease; replicas that split the work use distinct names")
-	ringName := fs.String("ring", "", "run as a member of the ring of replicas NAME, which split the namespaces; its Leases live in --leader-elect-namespace (exclusive with --leader-elect)")
-	metricsAddr := fs.String("metrics-addr", ":8080", "listen address of /metrics; empty disables it")
-	healthAddr := fs.String("health-addr", ":8081", "listen address of /healthz and /readyz; empty disables it")
-	resync := fs.Duration("resync", 10*time.Minute, "period of the full resync that re-checks every resource")
-	configPoll := fs.Duration("config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
+	f.src = addSourceFlags(fs, "", "path of the stencil config file (this or --watches is required)")
+	fs.StringVar(&f.namespace, "namespace", "", "watch only this namespace (default: the namespaces each entry lists, or all)")
+	fs.IntVar(&f.workers, "workers", 4, "parallel reconciles")
+	fs.Float64Var(&f.qps, "qps", 50, "client-side QPS limit towards the API server")
+	fs.IntVar(&f.burst, "burst", 100, "client-side burst limit towards the API server")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run only while holding a Lease, so several replicas can run")
+	fs.StringVar(&f.leaseNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader-election Lease")
+	fs.StringVar(&f.leaseName, "leader-elect-id", "stencil", "name of the leader-election Lease; replicas that split the work use distinct names")
+	fs.StringVar(&f.ringName, "ring", "", "run as a member of the ring of replicas NAME, which split the namespaces; its Leases live in --leader-elect-namespace (exclusive with --leader-elect)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "listen address of /metrics; empty disables it")
+	fs.StringVar(&f.healthAddr, "health-addr", ":8081", "listen address of /healthz and /readyz; empty disables it")
+	fs.DurationVar(&f.resync, "resync", 10*time.Minute, "period of the full resync that re-checks every resource")
+	fs.DurationVar(&f.configPoll, "config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return f, 0, true
 		}
-		return 2
+		return f, 2, true
 	}
-	if *configPath == "" && *srcFlags.watches == "" || fs.NArg() > 0 {
+	if *f.src.config == "" && *f.src.watches == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return 2
+		return f, 2, true
 	}
-	if *ringName != "" && *leaderElect {
+	if f.ringName != "" && f.leaderElect {
 		fmt.Fprintln(os.Stderr, "--ring and --leader-elect are exclusive: in a ring every replica works, on its share of the namespaces")
-		return 2
+		return f, 2, true
 	}
-	if errs := validation.IsDNS1123Label(*ringName); *ringName != "" && len(errs) > 0 {
-		fmt.Fprintf(os.Stderr, "--ring %q: %s\n", *ringName, strings.Join(errs, "; "))
-		return 2
+	if errs := validation.IsDNS1123Label(f.ringName); f.ringName != "" && len(errs) > 0 {
+		fmt.Fprintf(os.Stderr, "--ring %q: %s\n", f.ringName, strings.Join(errs, "; "))
+		return f, 2, true
 	}
+	f.fs = fs
+	return f, 0, false
+}
 
+// runCommand implements "stencil run". It returns the process exit status:
+// 0 after a clean shutdown, 2 for bad flags or config, 1 for anything else.
+func runCommand(args []string) int {
+	setGCPercent()
+	f, status, done := parseRunFlags(args)
+	if done {
+		return status
+	}
 	// Helm's libraries (chart mode) warn through the standard library's
 	// log: into klog, with the rest.
 	klog.CopyStandardLogTo("WARNING")
@@ -88,13 +112,13 @@ func runCommand(args []string) int {
 	metrics.RegisterClientMetrics()
 	// A config file is checked before the cluster is touched; a watches
 	// file and every chart need discovery (plurals, .Capabilities).
-	if *configPath != "" && *srcFlags.watches == "" {
-		if _, _, err := reload.Load(*configPath); err != nil {
+	if *f.src.config != "" && *f.src.watches == "" {
+		if _, _, err := reload.Load(*f.src.config); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
 	}
-	restConfig, err := clientConfig(*kubeconfig)
+	restConfig, err := clientConfig(f.kubeconfig)
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")
 		return 1
@@ -105,14 +129,14 @@ func runCommand(args []string) int {
 	} else {
 		opts.Capabilities = caps
 	}
-	src, err := srcFlags.source(fs, opts)
+	src, err := f.src.source(f.fs, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	// The watcher fingerprints the files before they are loaded: a change
 	// in between is picked up by its first poll.
-	watcher := reload.New(src, *configPoll, nil, metrics.ConfigLoaded)
+	watcher := reload.New(src, f.configPoll, nil, metrics.ConfigLoaded)
 	cfg, sets, err := src.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -120,43 +144,7 @@ func runCommand(args []string) int {
 	}
 	metrics.ConfigLoaded(true, time.Now())
 
-	restConfig.QPS, restConfig.Burst = float32(*qps), *burst
-	restConfig.UserAgent = "stencil/" + version
-	// Every write asks the fence again just before it is sent (see
-	// controller.WriteGate).
-	gate := ha.NewWriteGate()
-	restConfig.Wrap(gate.Wrap)
-
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		logger.Error(err, "Building dynamic client")
-		return 1
-	}
-	kube, err := newGroupClients(restConfig)
-	if err != nil {
-		logger.Error(err, "Building typed clients")
-		return 1
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	if err != nil {
-		logger.Error(err, "Building discovery client")
-		return 1
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
-	meta, err := metadata.NewForConfig(restConfig)
-	if err != nil {
-		logger.Error(err, "Building metadata client")
-		return 1
-	}
-
-	c, err := controller.New(ctx, controller.Options{
-		Config: cfg, Sets: sets, Dynamic: dyn, Metadata: meta, Kube: kube, Mapper: mapper, Metrics: metrics,
-		Namespace: *namespace, Workers: *workers, ResyncPeriod: *resync,
-		LeaderElection: controller.LeaderElection{Enabled: *leaderElect, Namespace: *leaseNamespace, Name: *leaseName},
-		Ring:           controller.Ring{Name: *ringName, Namespace: *leaseNamespace},
-		WriteGate:      gate,
-		MetricsAddr:    *metricsAddr, HealthAddr: *healthAddr,
-	})
+	c, err := newController(ctx, f, restConfig, cfg, sets, metrics)
 	if err != nil {
 		logger.Error(err, "Starting controller")
 		return 1
@@ -172,6 +160,60 @@ func runCommand(args []string) int {
 	logger.Info("Stopped cleanly")
 	klog.Flush()
 	return 0
+}
+
+// newController builds the controller the flags describe, with clients
+// whose every write asks the fence first.
+func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg *config.Config, sets []*templates.Set, metrics *controller.Metrics) (*controller.Controller, error) {
+	restConfig.QPS, restConfig.Burst = float32(f.qps), f.burst
+	restConfig.UserAgent = "stencil/" + version
+	// Every write asks the fence again just before it is sent (see
+	// controller.WriteGate).
+	gate := ha.NewWriteGate()
+	restConfig.Wrap(gate.Wrap)
+	cl, err := newClients(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := newGroupClients(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building typed clients: %w", err)
+	}
+	return controller.New(ctx, controller.Options{
+		Config: cfg, Sets: sets, Dynamic: cl.dynamic, Metadata: cl.metadata, Kube: kube, Mapper: cl.mapper, Metrics: metrics,
+		Namespace: f.namespace, Workers: f.workers, ResyncPeriod: f.resync,
+		LeaderElection: controller.LeaderElection{Enabled: f.leaderElect, Namespace: f.leaseNamespace, Name: f.leaseName},
+		Ring:           controller.Ring{Name: f.ringName, Namespace: f.leaseNamespace},
+		WriteGate:      gate,
+		MetricsAddr:    f.metricsAddr, HealthAddr: f.healthAddr,
+	})
+}
+
+// clients are the API clients of a command that watches the cluster: the
+// dynamic client for whole objects, the metadata client for names, and a
+// discovery-backed mapper from kinds to resources.
+type clients struct {
+	dynamic  dynamic.Interface
+	metadata metadata.Interface
+	mapper   meta.RESTMapper
+}
+
+// newClients builds clients for rc.
+func newClients(rc *rest.Config) (clients, error) {
+	var c clients
+	var err error
+	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
+		return c, fmt.Errorf("building dynamic client: %w", err)
+	}
+	if c.metadata, err = metadata.NewForConfig(rc); err != nil {
+		return c, fmt.Errorf("building metadata client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return c, fmt.Errorf("building discovery client: %w", err)
+	}
+	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	return c, nil
 }
 
 // exitOnSecondSignal waits for the first SIGTERM or SIGINT (ctx done; the

@@ -60,14 +60,32 @@ func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) {
 	}
 }
 
+// Rules answer what a render asks of a live child besides the child itself
+// (templates.Live's Ready and Current), as the controller decides them;
+// "stencil render --observed" asks the same.
+type Rules struct {
+	// Revision is stamped on each child before it is hashed, where the
+	// entry stamps it (revisionOnChildren); empty elsewhere.
+	Revision string
+}
+
+// Ready applies stencil's readiness rules (kstatus) to a live child.
+func (Rules) Ready(u *unstructured.Unstructured) bool {
+	return status.ReadinessOf(u).OK
+}
+
+// Current reports whether live already is want's render (drift.Current); a
+// child without stencil's applied hash counts as current.
+func (r Rules) Current(want, live *unstructured.Unstructured) bool {
+	return drift.Current(want, live, r.Revision)
+}
+
 // liveChildren is templates.Live over one resource's cached children.
 type liveChildren struct {
+	Rules
 	ctx      context.Context
 	c        *Reconciler
 	children map[string]ownedChild
-	// revision is stamped on each child before it is hashed, where the
-	// entry stamps it (revisionOnChildren).
-	revision string
 }
 
 // liveChildrenOf collects parent's children as the caches (and stencil's
@@ -75,7 +93,7 @@ type liveChildren struct {
 func (c *Reconciler) liveChildrenOf(ctx context.Context, entry *registry.Parent, parent *unstructured.Unstructured) *liveChildren {
 	l := &liveChildren{ctx: ctx, c: c, children: map[string]ownedChild{}}
 	if c.revisionOnChildren(entry) {
-		l.revision = entry.Set.Revision()
+		l.Revision = entry.Set.Revision()
 	}
 	for _, oc := range c.ownedChildren(parent) {
 		l.children[oc.obj.GetKind()+"/"+oc.obj.GetName()] = oc
@@ -102,16 +120,6 @@ func (l *liveChildren) Child(kind, name string) (*unstructured.Unstructured, boo
 	oc.obj = whole
 	l.children[kind+"/"+name] = oc
 	return whole, true
-}
-
-// Ready applies stencil's readiness rules (kstatus) to a live child.
-func (l *liveChildren) Ready(u *unstructured.Unstructured) bool {
-	return status.ReadinessOf(u).OK
-}
-
-// Current reports whether live already is want's render (drift.Current).
-func (l *liveChildren) Current(want, live *unstructured.Unstructured) bool {
-	return drift.Current(want, live, l.revision)
 }
 
 // readWhole reads a child from the API server, as a template sees it.
