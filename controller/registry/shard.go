@@ -147,59 +147,12 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	running, have, runCtx, gen := maps.Clone(r.resources), maps.Clone(r.children), r.runCtx, r.childGen
 	r.mu.Unlock()
 
-	gate := &pending{}
-	next := map[schema.GroupVersionResource]*Parent{}
-	kids := map[schema.GroupVersionKind]*Child{}
-	var wait []namedInformer
-	var childCtx context.Context
-	stopChildren := func() {}
-	if runCtx != nil {
-		childCtx, stopChildren = context.WithCancel(runCtx)
+	p, err := r.prepareShard(ctx, running, have, runCtx)
+	if err != nil {
+		return err
 	}
-	discard := func() {
-		stopChildren()
-		for _, entry := range next {
-			if entry.stop != nil {
-				entry.stop()
-			}
-		}
-	}
-	for g, entry := range running {
-		cp := *entry
-		if err := r.makeParentInformers(ctx, &cp, gate); err != nil {
-			discard()
-			return err
-		}
-		cp.stop = nil
-		if runCtx != nil && entry.Running() {
-			parentCtx, stop := context.WithCancel(runCtx)
-			cp.stop = stop
-			for _, inf := range cp.Informers {
-				go inf.RunWithContext(parentCtx)
-				wait = append(wait, namedInformer{name: g.GroupResource().String(), inf: inf})
-			}
-		}
-		next[g] = &cp
-	}
-	for k, childKind := range have {
-		cp := &Child{GVK: childKind.GVK, GVR: childKind.GVR, Informers: map[string]cache.SharedIndexInformer{}}
-		for ns := range childKind.Informers {
-			added, err := r.addChildInformers(ctx, cp, ns, gate)
-			if err != nil {
-				discard()
-				return err
-			}
-			for _, a := range added {
-				if childCtx != nil {
-					go a.inf.RunWithContext(childCtx)
-					wait = append(wait, a)
-				}
-			}
-		}
-		kids[k] = cp
-	}
-	if err := r.waitPrepared(ctx, "reshard", wait, gate); err != nil {
-		discard()
+	if err := r.waitPrepared(ctx, "reshard", p.wait, p.gate); err != nil {
+		p.discard()
 		return err
 	}
 
@@ -208,17 +161,93 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 	if r.runCtx != runCtx {
 		// Started meanwhile (Start runs the informers it finds, the ones
 		// this would stop): the new informers, built before, never ran.
-		discard()
+		p.discard()
 		return errors.New("registry: started during the reshard")
 	}
 	if r.childGen != gen {
 		// Child informers were added meanwhile (a kind became served),
 		// under the context this would stop: build again from the new state.
-		discard()
+		p.discard()
 		return errors.New("registry: the child kinds changed during the reshard")
 	}
-	gate.committed.Store(true)
-	for g, entry := range next {
+	p.gate.committed.Store(true)
+	r.commitShardLocked(ctx, p, running)
+	klog.FromContext(ctx).V(2).Info("Resharded the informers", "resources", len(p.parents), "childKinds", len(p.children))
+	return nil
+}
+
+// preparedShard is a reshard's new informers, running (once the registry
+// runs) but not yet serving.
+type preparedShard struct {
+	parents  map[schema.GroupVersionResource]*Parent
+	children map[schema.GroupVersionKind]*Child
+	wait     []namedInformer
+	gate     *pending
+	// childCtx, when the registry runs, is the new child informers'.
+	childCtx     context.Context
+	stopChildren context.CancelFunc
+}
+
+// discard stops the prepared informers.
+func (p *preparedShard) discard() {
+	p.stopChildren()
+	for _, entry := range p.parents {
+		if entry.stop != nil {
+			entry.stop()
+		}
+	}
+}
+
+// prepareShard builds, and runs under runCtx when set, a copy of every
+// parent and child informer for the registry's current share.
+func (r *Registry) prepareShard(ctx context.Context, running map[schema.GroupVersionResource]*Parent, have map[schema.GroupVersionKind]*Child, runCtx context.Context) (*preparedShard, error) {
+	p := &preparedShard{parents: map[schema.GroupVersionResource]*Parent{}, children: map[schema.GroupVersionKind]*Child{},
+		gate: &pending{}, stopChildren: func() {}}
+	if runCtx != nil {
+		p.childCtx, p.stopChildren = context.WithCancel(runCtx)
+	}
+	for g, entry := range running {
+		cp := *entry
+		if err := r.makeParentInformers(ctx, &cp, p.gate); err != nil {
+			p.discard()
+			return nil, err
+		}
+		cp.stop = nil
+		if runCtx != nil && entry.Running() {
+			parentCtx, stop := context.WithCancel(runCtx)
+			cp.stop = stop
+			for _, inf := range cp.Informers {
+				go inf.RunWithContext(parentCtx)
+				p.wait = append(p.wait, namedInformer{name: g.GroupResource().String(), inf: inf})
+			}
+		}
+		p.parents[g] = &cp
+	}
+	for k, childKind := range have {
+		cp := &Child{GVK: childKind.GVK, GVR: childKind.GVR, Informers: map[string]cache.SharedIndexInformer{}}
+		for ns := range childKind.Informers {
+			added, err := r.addChildInformers(ctx, cp, ns, p.gate)
+			if err != nil {
+				p.discard()
+				return nil, err
+			}
+			for _, a := range added {
+				if p.childCtx != nil {
+					go a.inf.RunWithContext(p.childCtx)
+					p.wait = append(p.wait, a)
+				}
+			}
+		}
+		p.children[k] = cp
+	}
+	return p, nil
+}
+
+// commitShardLocked swaps the prepared informers in and stops the old
+// ones; running is the registry's entries as p was built from them.
+// Called under r.mu.
+func (r *Registry) commitShardLocked(ctx context.Context, p *preparedShard, running map[schema.GroupVersionResource]*Parent) {
+	for g, entry := range p.parents {
 		cur, ok := r.resources[g]
 		if !ok || !sameInformers(cur.Informers, running[g].Informers) {
 			// A reload or a CRD that went and came back gave the entry
@@ -248,18 +277,16 @@ func (r *Registry) Reshard(ctx context.Context, s *Shard) error {
 		}
 		r.resources[g] = &swapped
 	}
-	for k, childKind := range kids {
+	for k, childKind := range p.children {
 		r.children[k] = childKind
 	}
 	if r.stopChildren != nil {
 		r.stopChildren()
 	}
-	if childCtx != nil {
-		r.childCtx, r.stopChildren = childCtx, stopChildren
+	if p.childCtx != nil {
+		r.childCtx, r.stopChildren = p.childCtx, p.stopChildren
 	}
 	r.childGen++
-	klog.FromContext(ctx).V(2).Info("Resharded the informers", "resources", len(next), "childKinds", len(kids))
-	return nil
 }
 
 // sameInformers reports whether a and b hold the same informers.
