@@ -85,9 +85,12 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 			ParentTransform: transform.Parent,
 			ChildTransform:  func(obj any) (any, error) { return rc.TransformChild(obj) },
 			Served: func(entry *registry.Parent) {
-				if entry.Served {
+				if !entry.Served {
+					return
+				}
+				rec.served(entry)
+				if rc != nil { // nil while registry.New runs: the loop below covers it
 					rc.ObserveKind(entry.GVK.GroupKind(), entry.Set.ReadsLive())
-					rec.served(entry)
 				}
 			},
 		},
