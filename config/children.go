@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ChildKind is one entry of a config entry's children list: a kind its
@@ -200,38 +201,39 @@ func (d *decoder) decodeChildren(i int, entry string, v any) []ChildKind {
 	return out
 }
 
-// validateChildren checks an entry's children list: each kind is well
-// formed, listed once, namespaced, and, if it grants permissions, allowed
-// explicitly.
-func (d *decoder) validateChildren(entry string, r Resource) {
+// validateChildren checks an entry's children list, at p: each kind is
+// well formed, listed once, namespaced, and, if it grants permissions,
+// allowed explicitly.
+func validateChildren(r Resource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	seen := map[schema.GroupVersionKind]int{}
 	for j, c := range r.Children {
-		field := fmt.Sprintf("children[%d]", j)
+		cp := p.Index(j)
 		if c.APIVersion == "" || c.Kind == "" {
-			d.addf(entry, field, "apiVersion and kind are required, e.g. {apiVersion: policy/v1, kind: PodDisruptionBudget}")
+			errs = append(errs, field.Required(cp, "apiVersion and kind are required, e.g. {apiVersion: policy/v1, kind: PodDisruptionBudget}"))
 			continue
 		}
 		if _, err := schema.ParseGroupVersion(c.APIVersion); err != nil {
-			d.addf(entry, field+".apiVersion", "%q: %v", c.APIVersion, err)
+			errs = append(errs, field.Invalid(cp.Child("apiVersion"), c.APIVersion, fmt.Sprintf("%q: %v", c.APIVersion, err)))
 			continue
 		}
 		gvk := c.GVK()
 		if k, dup := seen[gvk]; dup {
-			d.addf(entry, field, "%s is also children[%d]", c.Kind, k)
+			errs = append(errs, field.Invalid(cp, c.Kind, fmt.Sprintf("%s is also children[%d]", c.Kind, k)))
 			continue
 		}
 		seen[gvk] = j
-		switch {
-		case clusterScoped[gvk.GroupKind()]:
-			d.addf(entry, field, "%s is cluster-scoped: children live in their custom resource's namespace", gvk.GroupKind())
-		case grantsPermissions[gvk.GroupKind()] && !r.AllowPermissionGrants:
-			d.addf(entry, field, "%s grants permissions: anyone who may create a %s could escalate through stencil; set allowPermissionGrants: true on the entry to allow it",
-				gvk.GroupKind(), r.Resource)
+		switch gk := gvk.GroupKind(); {
+		case clusterScoped[gk]:
+			errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s is cluster-scoped: children live in their custom resource's namespace", gk)))
+		case grantsPermissions[gk] && !r.AllowPermissionGrants:
+			errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s grants permissions: anyone who may create a %s could escalate through stencil; set allowPermissionGrants: true on the entry to allow it", gk, r.Resource)))
 		}
 		if c.Resource != "" && strings.ToLower(c.Resource) != c.Resource {
-			d.addf(entry, field+".resource", "%q must be the lowercase plural", c.Resource)
+			errs = append(errs, field.Invalid(cp.Child("resource"), c.Resource, fmt.Sprintf("%q must be the lowercase plural", c.Resource)))
 		}
 	}
+	return errs
 }
 
 // Warnings lists what "stencil validate" should point out although the

@@ -25,7 +25,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -124,44 +123,6 @@ func (c *Config) TemplatePath(name string) string {
 	return filepath.Join(c.Dir, filepath.FromSlash(name))
 }
 
-// FieldError is one problem found in a config file. Its message names the
-// file, the entry and the field, e.g.
-// "stencil.yaml: resources[1] (memcacheds.v1alpha1.cache.example.com): templates[0]: ...".
-type FieldError struct {
-	// File is the config file as given.
-	File string
-	// Entry names the resources entry, empty for problems outside any entry.
-	Entry string
-	// Field is the field path inside the entry, e.g. templates[0].
-	Field string
-	// Err is the problem itself.
-	Err error
-}
-
-// Error implements error.
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	for _, s := range []string{e.File, e.Entry, e.Field} {
-		if s != "" {
-			b.WriteString(s)
-			b.WriteString(": ")
-		}
-	}
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-// Unwrap returns the underlying problem.
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// EntryName names resources[i] for error messages, with its GVR when known.
-func EntryName(i int, r Resource) string {
-	if r.Resource == "" || r.Version == "" {
-		return fmt.Sprintf("resources[%d]", i)
-	}
-	return fmt.Sprintf("resources[%d] (%s)", i, r)
-}
-
 // Load reads, strictly decodes and validates the config file at path. It
 // returns every problem it finds, joined, each naming file, entry and field.
 func Load(path string) (*Config, error) {
@@ -176,7 +137,7 @@ func Load(path string) (*Config, error) {
 // still checked on disk, relative to filepath.Dir(path).
 func ParseConfig(path string, data []byte) (*Config, error) {
 	cfg := &Config{Path: path, Dir: filepath.Dir(path)}
-	d := &decoder{file: path, badFields: map[int]map[string]bool{}}
+	d := &decoder{file: path, skip: pathSet{}}
 	d.decode(cfg, data)
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
@@ -205,9 +166,9 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 type decoder struct {
 	file string
 	errs []error
-	// badFields[i][field] is set when resources[i].field failed to decode,
-	// so validation does not report it a second time.
-	badFields map[int]map[string]bool
+	// skip holds the paths that failed to decode, so validation does not
+	// report them a second time.
+	skip pathSet
 }
 
 // unknownFields reports every key of m that known does not list, each
@@ -224,10 +185,11 @@ func (d *decoder) unknownFields(entry, prefix string, m map[string]any, known []
 }
 
 func (d *decoder) markBad(i int, field string) {
-	if d.badFields[i] == nil {
-		d.badFields[i] = map[string]bool{}
+	p := fmt.Sprintf("resources[%d]", i)
+	if field != "*" {
+		p += "." + field
 	}
-	d.badFields[i][field] = true
+	d.skip[p] = true
 }
 
 func (d *decoder) add(entry, field string, err error) {
@@ -283,9 +245,14 @@ func (d *decoder) decode(cfg *Config, data []byte) {
 	}
 	cfg.Resources = make([]Resource, len(list))
 	seen := map[schema.GroupResource]int{}
+	label := func(i int) string { return EntryName(i, cfg.Resources[i]) }
 	for i, item := range list {
 		cfg.Resources[i] = d.decodeResource(i, item)
-		cfg.validateEntry(d, i, cfg.Resources[i], seen)
+		errs := validateEntry(cfg, i, seen, d.skip)
+		errs = append(errs, completeEntry(cfg, i, pathsOf(errs))...)
+		for _, e := range errs {
+			d.errs = append(d.errs, newFieldError(d.file, label, e))
+		}
 	}
 }
 
@@ -332,8 +299,7 @@ func (d *decoder) decodeResource(i int, item any) Resource {
 			s, ok := e.(string)
 			if !ok {
 				d.addf(entry, fmt.Sprintf("%s[%d]", field, j), "must be a string, not %s", jsonType(e))
-				d.markBad(i, field)
-				continue
+				d.markBad(i, fmt.Sprintf("%s[%d]", field, j))
 			}
 			out = append(out, s)
 		}
@@ -369,145 +335,6 @@ func (d *decoder) decodeBool(i int, entry string, m map[string]any, name string)
 		d.markBad(i, name)
 	}
 	return b
-}
-
-// validateEntry checks resources[i] (and, through seen, that its GroupResource is new)
-// right after it is decoded, so errors come out grouped by entry. Fields that
-// failed to decode are not checked again.
-func (c *Config) validateEntry(d *decoder, i int, r Resource, seen map[schema.GroupResource]int) {
-	entry := EntryName(i, r)
-	bad := d.badFields[i]
-	if bad["*"] {
-		return
-	}
-	if r.Group != "" && !bad["group"] {
-		for _, msg := range validation.IsDNS1123Subdomain(r.Group) {
-			d.addf(entry, "group", "%q is not a valid API group: %s", r.Group, msg)
-		}
-	}
-	switch {
-	case bad["version"]:
-	case r.Version == "":
-		d.add(entry, "version", errors.New("is required, e.g. v1"))
-	default:
-		for _, msg := range validation.IsDNS1123Label(r.Version) {
-			d.addf(entry, "version", "%q is not a valid API version: %s", r.Version, msg)
-		}
-	}
-	switch {
-	case bad["resource"]:
-	case r.Resource == "":
-		d.add(entry, "resource", errors.New("is required: the lowercase plural as in the CRD, e.g. webapps"))
-	case strings.ToLower(r.Resource) != r.Resource:
-		d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps", r.Resource)
-	default:
-		if msgs := validation.IsDNS1123Label(r.Resource); len(msgs) > 0 {
-			d.addf(entry, "resource", "%q: resource must be the lowercase plural as in the CRD, e.g. webapps: %s", r.Resource, strings.Join(msgs, "; "))
-		}
-	}
-	if r.Version != "" && r.Resource != "" && !bad["group"] && !bad["version"] && !bad["resource"] {
-		// One entry per GroupResource, whatever the version: two entries
-		// reconciling the same objects (a CRD served at v1beta1 and v1
-		// during a version migration) with different templates would fight.
-		if j, dup := seen[r.GVR().GroupResource()]; dup {
-			d.addf(entry, "version", "%s is already configured by resources[%d] (%s): one entry per group and resource, whatever the version",
-				r.GVR().GroupResource(), j, c.Resources[j].Version)
-		} else {
-			seen[r.GVR().GroupResource()] = i
-		}
-	}
-
-	if r.Chart != "" && !bad["chart"] {
-		chartErr := checkChart(c.TemplatePath(r.Chart))
-		if chartErr != nil {
-			d.add(entry, "chart", fmt.Errorf("%s: %w", r.Chart, chartErr))
-		}
-		for field, set := range map[string]bool{"templates": len(r.Templates) > 0, "statusTemplate": r.StatusTemplate != "", "helpers": len(r.Helpers) > 0} {
-			if set {
-				d.addf(entry, field, "an entry renders either a chart or templates, not both")
-			}
-		}
-		if len(r.Children) == 0 && !bad["children"] && chartErr == nil {
-			kinds, err := ChartKinds(c.TemplatePath(r.Chart), r.AllowPermissionGrants)
-			if err != nil {
-				d.add(entry, "chart", fmt.Errorf("%s: %w", r.Chart, err))
-			} else {
-				c.Resources[i].Children, c.Resources[i].ChildrenFromChart = kinds, true
-				r = c.Resources[i]
-				if len(kinds) == 0 {
-					d.addf(entry, "chart", "%s: its templates name no namespaced kind to render", r.Chart)
-				}
-			}
-		}
-	} else {
-		if r.OverrideValues != nil {
-			d.add(entry, "overrideValues", errors.New("is for chart entries (chart: DIR)"))
-		}
-		if r.TenantTemplates {
-			d.add(entry, "tenantTemplates", errors.New("is for chart entries (chart: DIR): stencil's own templates never run a tenant's text"))
-		}
-	}
-	if len(r.Templates) == 0 && !bad["templates"] && r.Chart == "" {
-		d.add(entry, "templates", errors.New("at least one template is required (or a chart)"))
-	}
-	firstUse := map[string]string{}
-	checkFile := func(field, name string) {
-		if name == "" {
-			d.add(entry, field, errors.New("must not be empty"))
-			return
-		}
-		if prev, dup := firstUse[name]; dup {
-			d.addf(entry, field, "%s: duplicate of %s", name, prev)
-			return
-		}
-		firstUse[name] = field
-		if err := checkRegularFile(c.TemplatePath(name)); err != nil {
-			d.add(entry, field, fmt.Errorf("%s: %w", name, err))
-		}
-	}
-	for j, t := range r.Templates {
-		field := fmt.Sprintf("templates[%d]", j)
-		if t.ID != "" || len(t.DependsOn) > 0 || len(t.ReadyWhen) > 0 {
-			field += ".path"
-		}
-		checkFile(field, t.Path)
-	}
-	if r.StatusTemplate != "" && !bad["statusTemplate"] {
-		checkFile("statusTemplate", r.StatusTemplate)
-	}
-	if !bad["helpers"] {
-		for j, h := range r.Helpers {
-			checkFile(fmt.Sprintf("helpers[%d]", j), h)
-		}
-	}
-
-	if !bad["children"] {
-		d.validateChildren(entry, r)
-		if !bad["templates"] {
-			d.validateTemplates(entry, r)
-		}
-	}
-	if r.Selector != "" && !bad["selector"] {
-		if _, err := labels.Parse(r.Selector); err != nil {
-			d.add(entry, "selector", fmt.Errorf("%q: %w", r.Selector, err))
-		}
-	}
-	if bad["namespaces"] {
-		return
-	}
-	nsSeen := map[string]int{}
-	for j, ns := range r.Namespaces {
-		field := fmt.Sprintf("namespaces[%d]", j)
-		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-			d.addf(entry, field, "%q is not a valid namespace name: %s", ns, strings.Join(msgs, "; "))
-			continue
-		}
-		if k, dup := nsSeen[ns]; dup {
-			d.addf(entry, field, "%q: duplicate of namespaces[%d]", ns, k)
-			continue
-		}
-		nsSeen[ns] = j
-	}
 }
 
 // missingFileError says a configured file is not there; it unwraps to the

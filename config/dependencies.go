@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Children that depend on each other (DESIGN.md): an item of an entry's
@@ -321,12 +323,14 @@ func (d *decoder) decodeTemplates(i int, entry string, v any) []Template {
 		case map[string]any:
 			t, ok := d.decodeTemplate(entry, field, x)
 			if !ok {
-				d.markBad(i, "templates")
+				// Something inside templates[j] is wrong; its path may be fine.
+				d.markBad(i, field+".*")
 			}
 			out = append(out, t)
 		default:
 			d.addf(entry, field, "must be a path or a {path, id, dependsOn, readyWhen} mapping, not %s", jsonType(e))
-			d.markBad(i, "templates")
+			d.markBad(i, field)
+			out = append(out, Template{})
 		}
 	}
 	return out
@@ -448,16 +452,17 @@ func (d *decoder) decodeReadyCheck(entry, field string, v any) (ReadyCheck, bool
 	return c, ok
 }
 
-// validateTemplates checks ids, dependsOn and readyWhen kinds against the
-// entry; file checks are validateEntry's.
-func (d *decoder) validateTemplates(entry string, r Resource) {
+// validateTemplates checks the ids, dependsOn and readyWhen kinds of the
+// entry's templates, at p; file checks are validateFiles'.
+func validateTemplates(r Resource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	ids := map[string]int{}
 	for j, t := range r.Templates {
-		field := fmt.Sprintf("templates[%d]", j)
 		if k, dup := ids[t.Name()]; dup {
 			if t.ID != "" || r.Templates[k].ID != "" {
 				// Two paths alike are reported as a duplicate file.
-				d.addf(entry, field+".id", "%q is also the id of templates[%d]: ids are unique within an entry", t.Name(), k)
+				errs = append(errs, field.Duplicate(p.Index(j).Child("id"), t.Name()))
+				errs[len(errs)-1].Detail = fmt.Sprintf("%q is also the id of templates[%d]: ids are unique within an entry", t.Name(), k)
 			}
 			continue
 		}
@@ -468,22 +473,23 @@ func (d *decoder) validateTemplates(entry string, r Resource) {
 		kinds[k.Kind] = true
 	}
 	for j, t := range r.Templates {
-		field := fmt.Sprintf("templates[%d]", j)
 		for k, dep := range t.DependsOn {
+			dp := p.Index(j).Child("dependsOn").Index(k)
 			switch _, known := ids[dep]; {
 			case !known:
-				d.addf(entry, fmt.Sprintf("%s.dependsOn[%d]", field, k), "%q is not the id of a template of this entry", dep)
+				errs = append(errs, field.Invalid(dp, dep, fmt.Sprintf("%q is not the id of a template of this entry", dep)))
 			case dep == t.Name():
-				d.addf(entry, fmt.Sprintf("%s.dependsOn[%d]", field, k), "a template cannot depend on itself")
+				errs = append(errs, field.Invalid(dp, dep, "a template cannot depend on itself"))
 			}
 		}
 		for k, c := range t.ReadyWhen {
 			if c.Kind != "" && !kinds[c.Kind] {
-				d.addf(entry, fmt.Sprintf("%s.readyWhen[%d].kind", field, k), "%s is not a kind this entry's children list names", c.Kind)
+				errs = append(errs, field.Invalid(p.Index(j).Child("readyWhen").Index(k).Child("kind"), c.Kind, c.Kind+" is not a kind this entry's children list names"))
 			}
 		}
 	}
 	if _, cycle := TemplateOrder(r.Templates); cycle != nil {
-		d.addf(entry, "templates", "dependsOn forms a cycle: %s", strings.Join(cycle, " -> "))
+		errs = append(errs, field.Invalid(p, strings.Join(cycle, " -> "), "dependsOn forms a cycle: "+strings.Join(cycle, " -> ")))
 	}
+	return errs
 }
