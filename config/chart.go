@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
@@ -228,31 +230,27 @@ func LoadWatches(path string, resolve PluralResolver) (*Config, error) {
 	return ParseConfig(path, doc)
 }
 
-// decodeOverrides reads an entry's overrideValues: a mapping of --set
-// paths to scalars, kept as the text helm-operator's strvals types.
-func (d *decoder) decodeOverrides(i int, entry string, v any) map[string]string {
-	if v == nil {
-		return nil
+// Values are an entry's overrideValues: --set paths to scalars, kept as
+// the text helm-operator's strvals types.
+type Values map[string]string
+
+// decodeJSON reads a mapping of scalars, each as its printed text.
+func (v *Values) decodeJSON(_ *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+	var m map[string]json.RawMessage
+	if jsonKind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
+		return field.ErrorList{field.TypeInvalid(p, nil, "must be a mapping of --set paths to values, not "+jsonKind(raw))}
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.addf(entry, "overrideValues", "must be a mapping of --set paths to values, not %s", jsonType(v))
-		d.markBad(i, "overrideValues")
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for _, k := range sortedKeys(m) {
-		switch e := m[k].(type) {
-		case string:
-			out[k] = os.ExpandEnv(e)
-		case bool, json.Number:
-			out[k] = fmt.Sprint(e)
-		default:
-			d.addf(entry, "overrideValues."+k, "must be a scalar (a --set value), not %s", jsonType(e))
-			d.markBad(i, "overrideValues")
+	*v = make(Values, len(m))
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		text, ok := scalarText(m[k])
+		if !ok {
+			errs = append(errs, field.TypeInvalid(p.Child(k), nil, "must be a scalar (a --set value), not "+jsonKind(m[k])))
+			continue
 		}
+		(*v)[k] = text
 	}
-	return out
+	return errs
 }
 
 // checkChart says whether path is a chart directory or archive.

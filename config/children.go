@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -20,6 +21,12 @@ type ChildKind struct {
 	// stencil's table of built-in kinds (a custom resource of another
 	// operator), so that "stencil rbac" can name it without a cluster.
 	Resource string `json:"resource,omitempty"`
+}
+
+// describe words a child kind for type errors: its required fields.
+func (ChildKind) describe() (one, many string) {
+	names := "{" + strings.Join(fieldNames(reflect.TypeFor[ChildKind](), true), ", ") + "}"
+	return "a mapping " + names, names
 }
 
 // GVK returns the child kind's GroupVersionKind.
@@ -157,49 +164,6 @@ func GrantsPermissions(gk schema.GroupKind) bool { return grantsPermissions[gk] 
 
 // IsClusterScoped reports whether a kind is a well-known cluster-scoped one.
 func IsClusterScoped(gk schema.GroupKind) bool { return clusterScoped[gk] }
-
-// decodeChildren reads an entry's children list.
-func (d *decoder) decodeChildren(i int, entry string, v any) []ChildKind {
-	if v == nil {
-		return nil
-	}
-	l, ok := v.([]any)
-	if !ok {
-		d.addf(entry, "children", "must be a list of {apiVersion, kind}, not %s", jsonType(v))
-		d.markBad(i, "children")
-		return nil
-	}
-	known := []string{"apiVersion", "kind", "resource"}
-	out := make([]ChildKind, 0, len(l))
-	for j, e := range l {
-		field := fmt.Sprintf("children[%d]", j)
-		m, ok := e.(map[string]any)
-		if !ok {
-			d.addf(entry, field, "must be a mapping {apiVersion, kind}, not %s", jsonType(e))
-			d.markBad(i, "children")
-			continue
-		}
-		if !d.unknownFields(entry, field+".", m, known) {
-			d.markBad(i, "children")
-		}
-		var c ChildKind
-		for name, dst := range map[string]*string{"apiVersion": &c.APIVersion, "kind": &c.Kind, "resource": &c.Resource} {
-			raw, present := m[name]
-			if !present || raw == nil {
-				continue
-			}
-			s, ok := raw.(string)
-			if !ok {
-				d.addf(entry, field+"."+name, "must be a string, not %s", jsonType(raw))
-				d.markBad(i, "children")
-				continue
-			}
-			*dst = s
-		}
-		out = append(out, c)
-	}
-	return out
-}
 
 // validateChildren checks an entry's children list, at p: each kind is
 // well formed, listed once, namespaced, and, if it grants permissions,

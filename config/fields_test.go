@@ -61,7 +61,7 @@ func TestEveryDocumentedField(t *testing.T) {
 		t.Fatal(err)
 	}
 	three, tenPct := intstr.FromInt32(3), intstr.FromString("10%")
-	equals := "3"
+	equals := Scalar("3")
 	want := []Resource{{
 		Group: "apps.example.com", Version: "v1beta1", Resource: "webapps",
 		Templates: []Template{{Path: "web/deployment.yaml.tmpl"}, {

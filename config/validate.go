@@ -2,10 +2,15 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -14,13 +19,11 @@ import (
 // validation does not report them a second time.
 type pathSet map[string]bool
 
-// pathsOf returns the paths errs name.
-func pathsOf(errs ...field.ErrorList) pathSet {
+// pathsOf returns the paths errs name; "" stands for the whole document.
+func pathsOf(errs field.ErrorList) pathSet {
 	s := pathSet{}
-	for _, list := range errs {
-		for _, e := range list {
-			s[e.Field] = true
-		}
+	for _, e := range errs {
+		s[strings.TrimPrefix(e.Field, (*field.Path)(nil).String())] = true
 	}
 	return s
 }
@@ -49,27 +52,50 @@ func (s pathSet) under(p *field.Path) bool {
 
 // within reports whether path is outer or a field inside it.
 func within(path, outer string) bool {
+	if outer == "" {
+		return true
+	}
 	rest, ok := strings.CutPrefix(path, outer)
 	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
 }
 
+// validate checks a decoded config. skip holds the paths that failed to
+// decode, set those the document sets. It reads files but changes nothing.
+func validate(c *Config, skip, set pathSet) field.ErrorList {
+	p := field.NewPath("resources")
+	if len(c.Resources) == 0 {
+		if skip.at(p) {
+			return nil
+		}
+		return field.ErrorList{field.Required(p, "at least one resource is required")}
+	}
+	var errs field.ErrorList
+	seen := map[schema.GroupResource]int{}
+	for i := range c.Resources {
+		errs = append(errs, validateEntry(c, i, seen, skip, set)...)
+	}
+	return errs
+}
+
 // validateEntry checks resources[i] of c; seen holds the GroupResources of
-// the entries before it. It reads files but changes nothing. A check that
-// needs other fields (dependsOn needs the ids) runs only when they
-// decoded.
-func validateEntry(c *Config, i int, seen map[schema.GroupResource]int, skip pathSet) field.ErrorList {
+// the entries before it. A check that needs other fields (dependsOn needs
+// the ids) runs only when they are sound.
+func validateEntry(c *Config, i int, seen map[schema.GroupResource]int, skip, set pathSet) field.ErrorList {
 	p := field.NewPath("resources").Index(i)
 	if skip.at(p) {
 		return nil
 	}
 	r := c.Resources[i]
-	errs := validateGVR(r, p, skip)
+	checks := validateReadyChecks(r.Templates, p.Child("templates"), skip)
+	errs := append(checks, validateRollout(r.Rollout, p.Child("rollout"), skip)...)
+	errs = append(errs, validateRenderBudget(r.RenderBudget, p.Child("renderBudget"), skip, set)...)
+	errs = append(errs, validateGVR(r, p, skip)...)
 	errs = append(errs, validateUnique(c, i, seen, skip)...)
 	errs = append(errs, validateSource(r, c.TemplatePath, p, skip)...)
 	errs = append(errs, validateFiles(r, c.TemplatePath, p, skip)...)
 	if !skip.under(p.Child("children")) {
 		errs = append(errs, validateChildren(r, p.Child("children"))...)
-		if !skip.under(p.Child("templates")) {
+		if len(checks) == 0 && !skip.under(p.Child("templates")) {
 			errs = append(errs, validateTemplates(r, p.Child("templates"))...)
 		}
 	}
@@ -234,22 +260,121 @@ func validateNamespaces(namespaces []string, p *field.Path, skip pathSet) field.
 	return errs
 }
 
-// completeEntry fills in what resources[i] leaves to be read elsewhere:
-// for a chart entry without a children list, the kinds its chart
-// renders. It leaves alone an entry whose chart or children have errors.
-func completeEntry(c *Config, i int, skip pathSet) field.ErrorList {
-	r, p := &c.Resources[i], field.NewPath("resources").Index(i)
-	chart := p.Child("chart")
-	if r.Chart == "" || len(r.Children) > 0 || skip.at(p) || skip.under(chart) || skip.under(p.Child("children")) {
+// complete fills in what the entries leave to be read elsewhere: their
+// overrideValues with $VAR expanded from the environment, as helm-operator
+// does, and, for a chart entry without a children list, the kinds its
+// chart renders. It leaves alone an entry whose chart or children have
+// errors.
+func complete(c *Config, skip pathSet) field.ErrorList {
+	var errs field.ErrorList
+	for i := range c.Resources {
+		r, p := &c.Resources[i], field.NewPath("resources").Index(i)
+		for k, v := range r.OverrideValues {
+			r.OverrideValues[k] = os.ExpandEnv(v)
+		}
+		chart := p.Child("chart")
+		if r.Chart == "" || len(r.Children) > 0 || skip.at(p) || skip.under(chart) || skip.under(p.Child("children")) {
+			continue
+		}
+		kinds, err := ChartKinds(c.TemplatePath(r.Chart), r.AllowPermissionGrants)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(chart, r.Chart, fmt.Sprintf("%s: %v", r.Chart, err)))
+		case len(kinds) == 0:
+			errs = append(errs, field.Invalid(chart, r.Chart, r.Chart+": its templates name no namespaced kind to render"))
+		default:
+			r.Children, r.ChildrenFromChart = kinds, true
+		}
+	}
+	return errs
+}
+
+// validateRollout checks that each limit is at least 1, or a percentage
+// from 1% to 100%.
+func validateRollout(r *Rollout, p *field.Path, skip pathSet) field.ErrorList {
+	if r == nil {
 		return nil
 	}
-	kinds, err := ChartKinds(c.TemplatePath(r.Chart), r.AllowPermissionGrants)
-	if err != nil {
-		return field.ErrorList{field.Invalid(chart, r.Chart, fmt.Sprintf("%s: %v", r.Chart, err))}
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name string
+		v    *intstr.IntOrString
+	}{{"maxInFlight", r.MaxInFlight}, {"maxFailed", r.MaxFailed}} {
+		fp := p.Child(f.name)
+		switch {
+		case f.v == nil || skip.at(fp):
+		case f.v.Type == intstr.Int && f.v.IntVal < 1:
+			errs = append(errs, field.Invalid(fp, f.v.IntVal, fmt.Sprintf(`%d: must be a whole number of at least 1, or a percentage such as "25%%"`, f.v.IntVal)))
+		case f.v.Type == intstr.String:
+			pct, err := strconv.Atoi(strings.TrimSuffix(f.v.StrVal, "%"))
+			if !strings.HasSuffix(f.v.StrVal, "%") || err != nil || pct < 1 || pct > 100 {
+				errs = append(errs, field.Invalid(fp, f.v.StrVal, fmt.Sprintf("%q: must be a percentage from 1%% to 100%%, or a whole number of at least 1", f.v.StrVal)))
+			}
+		}
 	}
-	if len(kinds) == 0 {
-		return field.ErrorList{field.Invalid(chart, r.Chart, r.Chart+": its templates name no namespaced kind to render")}
+	return errs
+}
+
+// validateRenderBudget checks that each bound the document sets is from 1
+// to its maximum (renderBudgetMax).
+func validateRenderBudget(b *RenderBudget, p *field.Path, skip, set pathSet) field.ErrorList {
+	if b == nil {
+		return nil
 	}
-	r.Children, r.ChildrenFromChart = kinds, true
-	return nil
+	var errs field.ErrorList
+	v, limit := reflect.ValueOf(*b), reflect.ValueOf(renderBudgetMax)
+	for _, f := range fieldsOf(v.Type()) {
+		fp := p.Child(f.name)
+		n, most := v.Field(f.index).Int(), limit.Field(f.index).Int()
+		if set[fp.String()] && !skip.at(fp) && (n < 1 || n > most) {
+			errs = append(errs, field.Invalid(fp, n, fmt.Sprintf("%d: must be a whole number from 1 to %d", n, most)))
+		}
+	}
+	return errs
+}
+
+// validateReadyChecks checks every readyWhen check of templates, at p.
+func validateReadyChecks(templates []Template, p *field.Path, skip pathSet) field.ErrorList {
+	var errs field.ErrorList
+	for j, t := range templates {
+		for k, c := range t.ReadyWhen {
+			if cp := p.Index(j).Child("readyWhen").Index(k); !skip.at(cp) {
+				errs = append(errs, validateReadyCheck(c, cp, skip)...)
+			}
+		}
+	}
+	return errs
+}
+
+// validateReadyCheck checks that a check names a kind and has exactly one
+// test, and that the field it reads, if any, is a field path.
+func validateReadyCheck(c ReadyCheck, p *field.Path, skip pathSet) field.ErrorList {
+	var errs field.ErrorList
+	if cond := p.Child("condition"); c.Condition != nil && !skip.under(cond) &&
+		(c.Condition.Type == "" || !slices.Contains([]string{"True", "False", "Unknown"}, c.Condition.Status)) {
+		errs = append(errs, field.Invalid(cond, c.Condition, `must be {type: TYPE, status: "True" | "False" | "Unknown"}`))
+	}
+	if c.Kind == "" && !skip.at(p.Child("kind")) {
+		errs = append(errs, field.Required(p.Child("kind"), "is required: the kind of this template's children the check applies to"))
+	}
+	// A test that failed to decode was still written: it counts.
+	n := 0
+	for _, set := range []bool{c.NonEmpty || skip.at(p.Child("nonEmpty")), c.Equals != nil || skip.at(p.Child("equals")), c.Condition != nil || skip.at(p.Child("condition"))} {
+		if set {
+			n++
+		}
+	}
+	fp := p.Child("fieldPath")
+	switch {
+	case n != 1:
+		errs = append(errs, field.Invalid(p, n, "needs exactly one of nonEmpty: true, equals or condition"))
+	case skip.at(fp):
+	case c.Condition == nil && !skip.at(p.Child("condition")):
+		if _, err := parseFieldPath(c.FieldPath); err != nil {
+			errs = append(errs, field.Invalid(fp, c.FieldPath, err.Error()))
+		}
+	case c.Condition != nil && c.FieldPath != "":
+		errs = append(errs, field.Invalid(fp, c.FieldPath, "is not read by a condition check"))
+	}
+	return errs
 }
