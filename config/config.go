@@ -11,15 +11,19 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -80,6 +84,29 @@ type Resource struct {
 	// ChildrenFromChart says Children were read from the chart's
 	// templates, not from the config.
 	ChildrenFromChart bool `json:"-"`
+}
+
+// Values are an entry's overrideValues: --set paths to scalars, kept as
+// the text helm-operator's strvals types.
+type Values map[string]string
+
+// decodeJSON reads a mapping of scalars, each as its printed text.
+func (v *Values) decodeJSON(_ *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+	var m map[string]json.RawMessage
+	if jsonKind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
+		return field.ErrorList{field.TypeInvalid(p, nil, "must be a mapping of --set paths to values, not "+jsonKind(raw))}
+	}
+	*v = make(Values, len(m))
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		text, ok := scalarText(m[k])
+		if !ok {
+			errs = append(errs, field.TypeInvalid(p.Child(k), nil, "must be a scalar (a --set value), not "+jsonKind(m[k])))
+			continue
+		}
+		(*v)[k] = text
+	}
+	return errs
 }
 
 // GVR returns the entry's GroupVersionResource.

@@ -157,7 +157,7 @@ func TestWatchesErrorNaming(t *testing.T) {
 	}
 	dir, _ := filepath.Abs(filepath.Dir(path))
 	got := strings.ReplaceAll(err.Error(), dir, "DIR")
-	const want = "testdata/watches/missing-chart.yaml: resources[0] (hellos.v1.charts.example.com): chart: DIR/gone: no such file (looked for DIR/gone)"
+	const want = "testdata/watches/missing-chart.yaml: watches[0] (charts.example.com/v1, Kind=Hello): chart: DIR/gone: no such file (looked for DIR/gone)"
 	if got != want {
 		t.Errorf("error\n%s\nwant\n%s", got, want)
 	}
