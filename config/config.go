@@ -158,23 +158,51 @@ func Load(path string) (*Config, error) {
 // ParseConfig is Load for a config already in memory; template paths are
 // still checked on disk, relative to filepath.Dir(path).
 func ParseConfig(path string, data []byte) (*Config, error) {
-	js, err := yaml.YAMLToJSONStrict(data)
+	cfg, errs, set, err := decodeConfig(path, data)
 	if err != nil {
-		return nil, &FieldError{File: path, Err: fmt.Errorf("not valid YAML: %w", err)}
+		return nil, err
 	}
-	if jsonKind(js) == "null" {
-		return nil, &FieldError{File: path, Field: "resources", Err: errors.New("at least one resource is required (the file is empty)")}
-	}
-	cfg := &Config{Path: path, Dir: filepath.Dir(path)}
-	d := &decoder{set: pathSet{}}
-	errs := d.decode(js, reflect.ValueOf(cfg).Elem(), nil, "")
-	errs = append(errs, validate(cfg, pathsOf(errs), d.set)...)
+	errs = append(errs, validate(cfg, pathsOf(errs), set)...)
 	errs = append(errs, complete(cfg, pathsOf(errs))...)
 	if len(errs) > 0 {
 		sortByEntry(errs)
 		return nil, toErrors(path, func(i int) string { return EntryName(i, cfg.Resources[i]) }, errs)
 	}
 	return cfg, nil
+}
+
+// Decode reads and decodes the config file at path without validating it:
+// no file is looked at and no chart loaded, which is what a poll for
+// changes needs. Its result is not fit to run.
+func Decode(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, errs, _, err := decodeConfig(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, toErrors(path, func(i int) string { return EntryName(i, cfg.Resources[i]) }, errs)
+	}
+	return cfg, nil
+}
+
+// decodeConfig decodes data into a Config: the field errors it found and
+// the paths the document sets, or an error when data is not a document.
+func decodeConfig(path string, data []byte) (*Config, field.ErrorList, pathSet, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, nil, nil, &FieldError{File: path, Err: fmt.Errorf("not valid YAML: %w", err)}
+	}
+	if jsonKind(js) == "null" {
+		return nil, nil, nil, &FieldError{File: path, Field: "resources", Err: errors.New("at least one resource is required (the file is empty)")}
+	}
+	cfg := &Config{Path: path, Dir: filepath.Dir(path)}
+	d := &decoder{set: pathSet{}}
+	errs := d.decode(js, reflect.ValueOf(cfg).Elem(), nil, "")
+	return cfg, errs, d.set, nil
 }
 
 // describe words the top level for type errors.

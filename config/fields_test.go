@@ -162,3 +162,21 @@ func TestWatchesErrorNaming(t *testing.T) {
 		t.Errorf("error\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestDecodeLooksAtNoFile: Decode, what a reload poll runs, checks types
+// but no file.
+func TestDecodeLooksAtNoFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stencil.yaml")
+	if err := os.WriteFile(path, []byte("resources:"+entry+"    templates: [gone.tmpl]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := Decode(path); err != nil || cfg.Resources[0].Templates[0].Path != "gone.tmpl" {
+		t.Errorf("Decode = %+v, %v", cfg, err)
+	}
+	if err := os.WriteFile(path, []byte("resources:"+entry+"    templates: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(path); err == nil || !strings.Contains(err.Error(), "templates: must be a list of paths") {
+		t.Errorf("Decode err = %v", err)
+	}
+}
