@@ -1,10 +1,6 @@
 package config
 
-import (
-	"encoding/json"
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // RenderBudget bounds the work one render of one custom resource (its
 // children and its status together) may do. Templates are the platform
@@ -49,8 +45,6 @@ var DefaultRenderBudget = RenderBudget{Steps: 3_000_000, StringBytes: 4 << 20, L
 // safety net, not a way to switch it off.
 var renderBudgetMax = RenderBudget{Steps: 500_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000, TimeoutSeconds: 60}
 
-var renderBudgetFields = []string{"steps", "stringBytes", "listItems", "includeDepth", "timeoutSeconds"}
-
 // WithDefaults returns b with every zero field set to its default.
 func (b RenderBudget) WithDefaults() RenderBudget {
 	d := DefaultRenderBudget
@@ -70,45 +64,6 @@ func (b RenderBudget) WithDefaults() RenderBudget {
 		d.TimeoutSeconds = b.TimeoutSeconds
 	}
 	return d
-}
-
-// decodeRenderBudget reads an entry's renderBudget mapping, reporting every
-// bad field.
-func (d *decoder) decodeRenderBudget(i int, entry string, v any) *RenderBudget {
-	if v == nil {
-		return nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.addf(entry, "renderBudget", "must be a mapping with %s, not %s", strings.Join(renderBudgetFields, ", "), jsonType(v))
-		d.markBad(i, "renderBudget")
-		return nil
-	}
-	b := &RenderBudget{}
-	if !d.unknownFields(entry, "renderBudget.", m, renderBudgetFields) {
-		d.markBad(i, "renderBudget")
-	}
-	field := func(name string, max int64) int64 {
-		raw, ok := m[name]
-		if !ok || raw == nil {
-			return 0
-		}
-		path := "renderBudget." + name
-		n, isNum := raw.(json.Number)
-		v, err := n.Int64()
-		if !isNum || err != nil || v < 1 || v > max {
-			d.addf(entry, path, "%v: must be a whole number from 1 to %d", raw, max)
-			d.markBad(i, "renderBudget")
-			return 0
-		}
-		return v
-	}
-	b.Steps = field("steps", renderBudgetMax.Steps)
-	b.StringBytes = field("stringBytes", renderBudgetMax.StringBytes)
-	b.ListItems = field("listItems", renderBudgetMax.ListItems)
-	b.IncludeDepth = field("includeDepth", renderBudgetMax.IncludeDepth)
-	b.TimeoutSeconds = field("timeoutSeconds", renderBudgetMax.TimeoutSeconds)
-	return b
 }
 
 // String describes the budget for logs and errors.

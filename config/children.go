@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ChildKind is one entry of a config entry's children list: a kind its
@@ -19,6 +21,12 @@ type ChildKind struct {
 	// stencil's table of built-in kinds (a custom resource of another
 	// operator), so that "stencil rbac" can name it without a cluster.
 	Resource string `json:"resource,omitempty"`
+}
+
+// describe words a child kind for type errors: its required fields.
+func (ChildKind) describe() (one, many string) {
+	names := "{" + strings.Join(fieldNames(reflect.TypeFor[ChildKind](), true), ", ") + "}"
+	return "a mapping " + names, names
 }
 
 // GVK returns the child kind's GroupVersionKind.
@@ -157,81 +165,39 @@ func GrantsPermissions(gk schema.GroupKind) bool { return grantsPermissions[gk] 
 // IsClusterScoped reports whether a kind is a well-known cluster-scoped one.
 func IsClusterScoped(gk schema.GroupKind) bool { return clusterScoped[gk] }
 
-// decodeChildren reads an entry's children list.
-func (d *decoder) decodeChildren(i int, entry string, v any) []ChildKind {
-	if v == nil {
-		return nil
-	}
-	l, ok := v.([]any)
-	if !ok {
-		d.addf(entry, "children", "must be a list of {apiVersion, kind}, not %s", jsonType(v))
-		d.markBad(i, "children")
-		return nil
-	}
-	known := []string{"apiVersion", "kind", "resource"}
-	out := make([]ChildKind, 0, len(l))
-	for j, e := range l {
-		field := fmt.Sprintf("children[%d]", j)
-		m, ok := e.(map[string]any)
-		if !ok {
-			d.addf(entry, field, "must be a mapping {apiVersion, kind}, not %s", jsonType(e))
-			d.markBad(i, "children")
-			continue
-		}
-		if !d.unknownFields(entry, field+".", m, known) {
-			d.markBad(i, "children")
-		}
-		var c ChildKind
-		for name, dst := range map[string]*string{"apiVersion": &c.APIVersion, "kind": &c.Kind, "resource": &c.Resource} {
-			raw, present := m[name]
-			if !present || raw == nil {
-				continue
-			}
-			s, ok := raw.(string)
-			if !ok {
-				d.addf(entry, field+"."+name, "must be a string, not %s", jsonType(raw))
-				d.markBad(i, "children")
-				continue
-			}
-			*dst = s
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// validateChildren checks an entry's children list: each kind is well
-// formed, listed once, namespaced, and, if it grants permissions, allowed
-// explicitly.
-func (d *decoder) validateChildren(entry string, r Resource) {
+// validateChildren checks an entry's children list, at p: each kind is
+// well formed, listed once, namespaced, and, if it grants permissions,
+// allowed explicitly.
+func validateChildren(r Resource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	seen := map[schema.GroupVersionKind]int{}
 	for j, c := range r.Children {
-		field := fmt.Sprintf("children[%d]", j)
+		cp := p.Index(j)
 		if c.APIVersion == "" || c.Kind == "" {
-			d.addf(entry, field, "apiVersion and kind are required, e.g. {apiVersion: policy/v1, kind: PodDisruptionBudget}")
+			errs = append(errs, field.Required(cp, "apiVersion and kind are required, e.g. {apiVersion: policy/v1, kind: PodDisruptionBudget}"))
 			continue
 		}
 		if _, err := schema.ParseGroupVersion(c.APIVersion); err != nil {
-			d.addf(entry, field+".apiVersion", "%q: %v", c.APIVersion, err)
+			errs = append(errs, field.Invalid(cp.Child("apiVersion"), c.APIVersion, fmt.Sprintf("%q: %v", c.APIVersion, err)))
 			continue
 		}
 		gvk := c.GVK()
 		if k, dup := seen[gvk]; dup {
-			d.addf(entry, field, "%s is also children[%d]", c.Kind, k)
+			errs = append(errs, field.Invalid(cp, c.Kind, fmt.Sprintf("%s is also children[%d]", c.Kind, k)))
 			continue
 		}
 		seen[gvk] = j
-		switch {
-		case clusterScoped[gvk.GroupKind()]:
-			d.addf(entry, field, "%s is cluster-scoped: children live in their custom resource's namespace", gvk.GroupKind())
-		case grantsPermissions[gvk.GroupKind()] && !r.AllowPermissionGrants:
-			d.addf(entry, field, "%s grants permissions: anyone who may create a %s could escalate through stencil; set allowPermissionGrants: true on the entry to allow it",
-				gvk.GroupKind(), r.Resource)
+		switch gk := gvk.GroupKind(); {
+		case clusterScoped[gk]:
+			errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s is cluster-scoped: children live in their custom resource's namespace", gk)))
+		case grantsPermissions[gk] && !r.AllowPermissionGrants:
+			errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s grants permissions: anyone who may create a %s could escalate through stencil; set allowPermissionGrants: true on the entry to allow it", gk, r.Resource)))
 		}
 		if c.Resource != "" && strings.ToLower(c.Resource) != c.Resource {
-			d.addf(entry, field+".resource", "%q must be the lowercase plural", c.Resource)
+			errs = append(errs, field.Invalid(cp.Child("resource"), c.Resource, fmt.Sprintf("%q must be the lowercase plural", c.Resource)))
 		}
 	}
+	return errs
 }
 
 // Warnings lists what "stencil validate" should point out although the

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -24,8 +23,6 @@ type Rollout struct {
 	MaxFailed *intstr.IntOrString `json:"maxFailed,omitempty"`
 }
 
-var rolloutFields = []string{"maxInFlight", "maxFailed"}
-
 // Limits returns MaxInFlight and MaxFailed as counts for an entry of total
 // resources, each at least 1.
 func (r *Rollout) Limits(total int) (maxInFlight, maxFailed int) {
@@ -42,56 +39,6 @@ func rolloutCount(v *intstr.IntOrString, total int) int {
 		n = int(math.Ceil(float64(total) * float64(pct) / 100))
 	}
 	return max(n, 1)
-}
-
-// decodeRollout reads an entry's rollout mapping, reporting every bad field.
-func (d *decoder) decodeRollout(i int, entry string, v any) *Rollout {
-	if v == nil {
-		return nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.addf(entry, "rollout", "must be a mapping with maxInFlight and maxFailed, not %s", jsonType(v))
-		d.markBad(i, "rollout")
-		return nil
-	}
-	r := &Rollout{}
-	if !d.unknownFields(entry, "rollout.", m, rolloutFields) {
-		d.markBad(i, "rollout")
-	}
-	field := func(name string) *intstr.IntOrString {
-		raw, ok := m[name]
-		if !ok || raw == nil {
-			return nil
-		}
-		path := "rollout." + name
-		switch x := raw.(type) {
-		case json.Number:
-			n, err := x.Int64()
-			if err != nil || n < 1 || n > math.MaxInt32 {
-				d.addf(entry, path, "%s: must be a whole number of at least 1, or a percentage such as \"25%%\"", x)
-				d.markBad(i, "rollout")
-				return nil
-			}
-			v := intstr.FromInt32(int32(n))
-			return &v
-		case string:
-			pct, err := strconv.Atoi(strings.TrimSuffix(x, "%"))
-			if !strings.HasSuffix(x, "%") || err != nil || pct < 1 || pct > 100 {
-				d.addf(entry, path, "%q: must be a percentage from 1%% to 100%%, or a whole number of at least 1", x)
-				d.markBad(i, "rollout")
-				return nil
-			}
-			v := intstr.FromString(x)
-			return &v
-		}
-		d.addf(entry, path, "must be a number or a percentage, not %s", jsonType(raw))
-		d.markBad(i, "rollout")
-		return nil
-	}
-	r.MaxInFlight = field("maxInFlight")
-	r.MaxFailed = field("maxFailed")
-	return r
 }
 
 // String describes the limits for logs, e.g. "maxInFlight 3, maxFailed 1".

@@ -146,9 +146,10 @@ func (s Source) Fingerprint() string {
 		}
 		return hex.EncodeToString(h.Sum(nil))
 	}
-	// The template list comes from the config as it is now on disk; a
-	// config that does not parse hashes as its own bytes only.
-	if cfg, err := config.Load(path); err == nil {
+	// The template list comes from the config as it is now on disk, only
+	// decoded (no file checks, no chart loads on every poll); a config
+	// that does not decode hashes as its own bytes only.
+	if cfg, err := config.Decode(path); err == nil {
 		for _, r := range cfg.Resources {
 			for _, t := range r.TemplatePaths() {
 				add(cfg.TemplatePath(t))

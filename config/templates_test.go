@@ -107,7 +107,7 @@ func TestReadyChecks(t *testing.T) {
 		"spec":   map[string]any{"clusterIP": "10.0.0.7", "ports": []any{map[string]any{"port": int64(5432)}}},
 		"status": map[string]any{"loadBalancer": map[string]any{"ingress": []any{}}, "conditions": []any{map[string]any{"type": "Available", "status": "False"}}},
 	}
-	three := "5432"
+	three := Scalar("5432")
 	for _, tc := range []struct {
 		check ReadyCheck
 		want  bool

@@ -1,12 +1,14 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Children that depend on each other (DESIGN.md): an item of an entry's
@@ -24,28 +26,26 @@ type Template struct {
 	ID string `json:"id,omitempty"`
 	// DependsOn lists the templates (by id) whose children must all be
 	// ready before this one renders.
-	DependsOn []string `json:"dependsOn,omitempty"`
+	DependsOn []string `json:"dependsOn,omitempty" desc:"template id"`
 	// ReadyWhen, when set, replaces stencil's readiness rules for this
 	// template's children: each check holds for every child of its kind.
 	ReadyWhen []ReadyCheck `json:"readyWhen,omitempty"`
 }
 
-// UnmarshalJSON reads a path alone, as every config before dependsOn
-// wrote it, or the mapping.
-func (t *Template) UnmarshalJSON(b []byte) error {
-	if bytes.HasPrefix(bytes.TrimSpace(b), []byte(`"`)) {
+// decodeJSON reads a path alone, as every config before dependsOn wrote
+// it, or the mapping.
+func (t *Template) decodeJSON(d *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+	if jsonKind(raw) == "a string" {
 		*t = Template{}
-		return json.Unmarshal(b, &t.Path)
+		return d.decode(raw, reflect.ValueOf(&t.Path).Elem(), p, "")
 	}
-	type plain Template
-	var p plain
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return err
-	}
-	*t = Template(p)
-	return nil
+	return d.decodeStruct(raw, reflect.ValueOf(t).Elem(), p)
+}
+
+// describe words a template item for type errors.
+func (Template) describe() (one, many string) {
+	names := "{" + strings.Join(fieldNames(reflect.TypeFor[Template](), false), ", ") + "}"
+	return "a path or a " + names + " mapping", "paths or " + names + " mappings"
 }
 
 // TemplatePaths returns the paths of the entry's templates, in file order.
@@ -78,34 +78,34 @@ type ReadyCheck struct {
 	// empty list or an empty mapping.
 	NonEmpty bool `json:"nonEmpty,omitempty"`
 	// Equals holds when the field, printed, is this value.
-	Equals *string `json:"equals,omitempty"`
+	Equals *Scalar `json:"equals,omitempty"`
 	// Condition holds when status.conditions has this type with this
 	// status.
 	Condition *ConditionCheck `json:"condition,omitempty"`
 }
 
-// UnmarshalJSON reads equals as written: a string, a number or a boolean,
-// kept as its printed form.
-func (c *ReadyCheck) UnmarshalJSON(b []byte) error {
-	var raw struct {
-		Kind      string          `json:"kind"`
-		FieldPath string          `json:"fieldPath,omitempty"`
-		NonEmpty  bool            `json:"nonEmpty,omitempty"`
-		Equals    any             `json:"equals,omitempty"`
-		Condition *ConditionCheck `json:"condition,omitempty"`
+// describe words a check for type errors.
+func (ReadyCheck) describe() (one, many string) {
+	return "a mapping such as {kind: Service, fieldPath: spec.clusterIP, nonEmpty: true}", "checks"
+}
+
+// Scalar is a string, number or boolean of the config, kept as the text
+// it prints as: equals: 3 is "3".
+type Scalar string
+
+// decodeJSON reads a string, number or boolean.
+func (s *Scalar) decodeJSON(d *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+	text, ok := scalarText(raw)
+	if !ok {
+		return d.typeError(raw, reflect.TypeFor[Scalar](), p, "")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return err
-	}
-	*c = ReadyCheck{Kind: raw.Kind, FieldPath: raw.FieldPath, NonEmpty: raw.NonEmpty, Condition: raw.Condition}
-	if raw.Equals != nil {
-		s := fmt.Sprint(raw.Equals)
-		c.Equals = &s
-	}
+	*s = Scalar(text)
 	return nil
+}
+
+// describe words a scalar for type errors.
+func (Scalar) describe() (one, many string) {
+	return "a string, number or boolean", "strings, numbers or booleans"
 }
 
 // ConditionCheck is the condition a ReadyCheck looks for.
@@ -114,6 +114,11 @@ type ConditionCheck struct {
 	Type string `json:"type"`
 	// Status is "True", "False" or "Unknown".
 	Status string `json:"status"`
+}
+
+// describe words a condition for type errors.
+func (ConditionCheck) describe() (one, many string) {
+	return `{type: TYPE, status: "True" | "False" | "Unknown"}`, "conditions"
 }
 
 // Holds reports whether obj, a child as the API server stores it, passes
@@ -135,7 +140,7 @@ func (c ReadyCheck) Holds(obj map[string]any) bool {
 		return false
 	}
 	if c.Equals != nil {
-		return printedValue(v) == *c.Equals
+		return printedValue(v) == string(*c.Equals)
 	}
 	return !isEmptyValue(v)
 }
@@ -297,167 +302,17 @@ func TemplateOrder(items []Template) (order []int, cycle []string) {
 	return order, nil
 }
 
-var templateFields = []string{"path", "id", "dependsOn", "readyWhen"}
-
-var readyCheckFields = []string{"kind", "fieldPath", "nonEmpty", "equals", "condition"}
-
-// decodeTemplates reads an entry's templates list: paths, or mappings.
-func (d *decoder) decodeTemplates(i int, entry string, v any) []Template {
-	if v == nil {
-		return nil
-	}
-	l, ok := v.([]any)
-	if !ok {
-		d.addf(entry, "templates", "must be a list of paths or {path, id, dependsOn, readyWhen} mappings, not %s", jsonType(v))
-		d.markBad(i, "templates")
-		return nil
-	}
-	out := make([]Template, 0, len(l))
-	for j, e := range l {
-		field := fmt.Sprintf("templates[%d]", j)
-		switch x := e.(type) {
-		case string:
-			out = append(out, Template{Path: x})
-		case map[string]any:
-			t, ok := d.decodeTemplate(entry, field, x)
-			if !ok {
-				d.markBad(i, "templates")
-			}
-			out = append(out, t)
-		default:
-			d.addf(entry, field, "must be a path or a {path, id, dependsOn, readyWhen} mapping, not %s", jsonType(e))
-			d.markBad(i, "templates")
-		}
-	}
-	return out
-}
-
-// decodeTemplate reads one mapping of the templates list.
-func (d *decoder) decodeTemplate(entry, field string, m map[string]any) (Template, bool) {
-	var t Template
-	ok := d.unknownFields(entry, field+".", m, templateFields)
-	str := func(name string) string {
-		v, present := m[name]
-		if !present || v == nil {
-			return ""
-		}
-		s, isStr := v.(string)
-		if !isStr {
-			d.addf(entry, field+"."+name, "must be a string, not %s", jsonType(v))
-			ok = false
-		}
-		return s
-	}
-	t.Path = str("path")
-	t.ID = str("id")
-	if v, present := m["dependsOn"]; present && v != nil {
-		l, isList := v.([]any)
-		if !isList {
-			d.addf(entry, field+".dependsOn", "must be a list of template ids, not %s", jsonType(v))
-			ok = false
-		}
-		for k, e := range l {
-			s, isStr := e.(string)
-			if !isStr {
-				d.addf(entry, fmt.Sprintf("%s.dependsOn[%d]", field, k), "must be a template id, not %s", jsonType(e))
-				ok = false
-				continue
-			}
-			t.DependsOn = append(t.DependsOn, s)
-		}
-	}
-	if v, present := m["readyWhen"]; present && v != nil {
-		l, isList := v.([]any)
-		if !isList {
-			d.addf(entry, field+".readyWhen", "must be a list of checks, not %s", jsonType(v))
-			ok = false
-		}
-		for k, e := range l {
-			c, cok := d.decodeReadyCheck(entry, fmt.Sprintf("%s.readyWhen[%d]", field, k), e)
-			ok = ok && cok
-			t.ReadyWhen = append(t.ReadyWhen, c)
-		}
-	}
-	return t, ok
-}
-
-// decodeReadyCheck reads one check of readyWhen.
-func (d *decoder) decodeReadyCheck(entry, field string, v any) (ReadyCheck, bool) {
-	var c ReadyCheck
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		d.addf(entry, field, "must be a mapping such as {kind: Service, fieldPath: spec.clusterIP, nonEmpty: true}, not %s", jsonType(v))
-		return c, false
-	}
-	ok := d.unknownFields(entry, field+".", m, readyCheckFields)
-	c.Kind, _ = m["kind"].(string)
-	c.FieldPath, _ = m["fieldPath"].(string)
-	if b, present := m["nonEmpty"]; present {
-		nb, isBool := b.(bool)
-		if !isBool {
-			d.addf(entry, field+".nonEmpty", "must be true or false, not %s", jsonType(b))
-			ok = false
-		}
-		c.NonEmpty = nb
-	}
-	if e, present := m["equals"]; present && e != nil {
-		switch x := e.(type) {
-		case string:
-			c.Equals = &x
-		case bool, json.Number:
-			s := fmt.Sprint(x)
-			c.Equals = &s
-		default:
-			d.addf(entry, field+".equals", "must be a string, number or boolean, not %s", jsonType(e))
-			ok = false
-		}
-	}
-	if cv, present := m["condition"]; present && cv != nil {
-		cm, isMap := cv.(map[string]any)
-		typ, _ := cm["type"].(string)
-		status, _ := cm["status"].(string)
-		if !isMap || typ == "" || (status != "True" && status != "False" && status != "Unknown") {
-			d.addf(entry, field+".condition", `must be {type: TYPE, status: "True" | "False" | "Unknown"}`)
-			ok = false
-		}
-		c.Condition = &ConditionCheck{Type: typ, Status: status}
-	}
-	if c.Kind == "" {
-		d.addf(entry, field+".kind", "is required: the kind of this template's children the check applies to")
-		ok = false
-	}
-	n := 0
-	for _, set := range []bool{c.NonEmpty, c.Equals != nil, c.Condition != nil} {
-		if set {
-			n++
-		}
-	}
-	switch {
-	case n != 1:
-		d.addf(entry, field, "needs exactly one of nonEmpty: true, equals or condition")
-		ok = false
-	case c.Condition == nil:
-		if _, err := parseFieldPath(c.FieldPath); err != nil {
-			d.addf(entry, field+".fieldPath", "%v", err)
-			ok = false
-		}
-	case c.FieldPath != "":
-		d.addf(entry, field+".fieldPath", "is not read by a condition check")
-		ok = false
-	}
-	return c, ok
-}
-
-// validateTemplates checks ids, dependsOn and readyWhen kinds against the
-// entry; file checks are validateEntry's.
-func (d *decoder) validateTemplates(entry string, r Resource) {
+// validateTemplates checks the ids, dependsOn and readyWhen kinds of the
+// entry's templates, at p; file checks are validateFiles'.
+func validateTemplates(r Resource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	ids := map[string]int{}
 	for j, t := range r.Templates {
-		field := fmt.Sprintf("templates[%d]", j)
 		if k, dup := ids[t.Name()]; dup {
 			if t.ID != "" || r.Templates[k].ID != "" {
 				// Two paths alike are reported as a duplicate file.
-				d.addf(entry, field+".id", "%q is also the id of templates[%d]: ids are unique within an entry", t.Name(), k)
+				errs = append(errs, field.Duplicate(p.Index(j).Child("id"), t.Name()))
+				errs[len(errs)-1].Detail = fmt.Sprintf("%q is also the id of templates[%d]: ids are unique within an entry", t.Name(), k)
 			}
 			continue
 		}
@@ -468,22 +323,23 @@ func (d *decoder) validateTemplates(entry string, r Resource) {
 		kinds[k.Kind] = true
 	}
 	for j, t := range r.Templates {
-		field := fmt.Sprintf("templates[%d]", j)
 		for k, dep := range t.DependsOn {
+			dp := p.Index(j).Child("dependsOn").Index(k)
 			switch _, known := ids[dep]; {
 			case !known:
-				d.addf(entry, fmt.Sprintf("%s.dependsOn[%d]", field, k), "%q is not the id of a template of this entry", dep)
+				errs = append(errs, field.Invalid(dp, dep, fmt.Sprintf("%q is not the id of a template of this entry", dep)))
 			case dep == t.Name():
-				d.addf(entry, fmt.Sprintf("%s.dependsOn[%d]", field, k), "a template cannot depend on itself")
+				errs = append(errs, field.Invalid(dp, dep, "a template cannot depend on itself"))
 			}
 		}
 		for k, c := range t.ReadyWhen {
 			if c.Kind != "" && !kinds[c.Kind] {
-				d.addf(entry, fmt.Sprintf("%s.readyWhen[%d].kind", field, k), "%s is not a kind this entry's children list names", c.Kind)
+				errs = append(errs, field.Invalid(p.Index(j).Child("readyWhen").Index(k).Child("kind"), c.Kind, c.Kind+" is not a kind this entry's children list names"))
 			}
 		}
 	}
 	if _, cycle := TemplateOrder(r.Templates); cycle != nil {
-		d.addf(entry, "templates", "dependsOn forms a cycle: %s", strings.Join(cycle, " -> "))
+		errs = append(errs, field.Invalid(p, strings.Join(cycle, " -> "), "dependsOn forms a cycle: "+strings.Join(cycle, " -> ")))
 	}
+	return errs
 }
