@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/transform"
@@ -222,7 +223,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.broadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 		c.events = &eventSink{EventSink: &typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")}, fence: c.mayWrite}
 		c.broadcaster.StartRecordingToSink(c.events)
-		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: reconcile.FieldManager})
+		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: contract.FieldManager})
 	}
 
 	reg, err := registry.New(ctx, registry.Options{

@@ -8,16 +8,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
-	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/registry"
 )
-
-// FieldManager is the server-side apply field manager of every write stencil makes.
-const FieldManager = drift.FieldManager
-
-// AnnotationPaused on a custom resource, set to "true", stops every write for it.
-const AnnotationPaused = "stencil.dev/paused"
 
 // Key identifies one custom resource in the work queue. The GVR is part of the
 // key because two CRDs may hold objects of the same namespace and name.

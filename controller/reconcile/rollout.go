@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/rollout"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/templates"
 )
 
 // Rolling out a template change (an entry's rollout: maxInFlight,
@@ -24,7 +24,7 @@ import (
 // resource is on is read back from the cluster, never kept only in
 // memory: the resource's status names the
 // revision of the templates it was last rendered with
-// (templates.StatusTemplateRevision), once per resource, so that moving a
+// (contract.StatusTemplateRevision), once per resource, so that moving a
 // resource writes only the children whose render changed. A resource on
 // another revision has not moved: it waits for a slot, and until then
 // stencil writes nothing for it, neither children nor status, so its
@@ -32,7 +32,7 @@ import (
 // a halted rollout stays halted.
 //
 // Two other places hold a revision, both per child
-// (templates.AnnotationTemplateRevision). Earlier versions of stencil
+// (contract.AnnotationTemplateRevision). Earlier versions of stencil
 // stamped it on every child: a status without the field is read from its
 // children, and a child keeps the annotation until it is written anyway
 // (drift.LegacyHash), so an upgrade rewrites nothing. And where the CRD's status
@@ -153,7 +153,7 @@ func (c *Reconciler) rolloutFor(ctx context.Context, entry *registry.Parent) *ro
 	for _, inf := range entry.Informers {
 		for _, obj := range inf.GetIndexer().List() {
 			u, ok := obj.(*unstructured.Unstructured)
-			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[AnnotationPaused] == "true" {
+			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[contract.AnnotationPaused] == "true" {
 				continue
 			}
 			k := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
@@ -218,7 +218,7 @@ func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision 
 // field) the children's annotations do: moved when one carries it, all
 // when every one does.
 func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unstructured, revision string) (moved, all bool) {
-	if rev, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); ok && rev != "" {
+	if rev, ok, _ := unstructured.NestedString(parent.Object, "status", contract.StatusTemplateRevision); ok && rev != "" {
 		return rev == revision, rev == revision
 	}
 	all = true
@@ -226,7 +226,7 @@ func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unst
 		if ch == nil {
 			continue
 		}
-		if ch.GetAnnotations()[templates.AnnotationTemplateRevision] == revision {
+		if ch.GetAnnotations()[contract.AnnotationTemplateRevision] == revision {
 			moved = true
 		} else {
 			all = false
@@ -237,7 +237,7 @@ func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unst
 
 // revisionOnChildren reports whether the entry's revision must be stamped
 // on each child: a rollout entry whose CRD's status schema would prune
-// templates.StatusTemplateRevision.
+// contract.StatusTemplateRevision.
 func (c *Reconciler) revisionOnChildren(entry *registry.Parent) bool {
 	if entry.Res.Rollout == nil {
 		return false
@@ -247,10 +247,10 @@ func (c *Reconciler) revisionOnChildren(entry *registry.Parent) bool {
 }
 
 // prunesRevision reports whether the status schema s drops
-// templates.StatusTemplateRevision.
+// contract.StatusTemplateRevision.
 func prunesRevision(s map[string]any) bool {
-	kept, _ := registry.PruneBySchema(map[string]any{templates.StatusTemplateRevision: "x"}, s).(map[string]any)
-	_, ok := kept[templates.StatusTemplateRevision]
+	kept, _ := registry.PruneBySchema(map[string]any{contract.StatusTemplateRevision: "x"}, s).(map[string]any)
+	_, ok := kept[contract.StatusTemplateRevision]
 	return !ok
 }
 
@@ -264,7 +264,7 @@ func (c *Reconciler) statusRevision(entry *registry.Parent, parent *unstructured
 	if entry.Res.Rollout == nil || revision == "" {
 		return ""
 	}
-	if _, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); !ok {
+	if _, ok, _ := unstructured.NestedString(parent.Object, "status", contract.StatusTemplateRevision); !ok {
 		if _, all := revisionOf(parent, live, revision); all {
 			return ""
 		}
