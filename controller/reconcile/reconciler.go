@@ -80,7 +80,7 @@ type Reconciler struct {
 	rollouts       rollouts
 	terminating    terminatingNamespaces
 	// observingKinds are the owner kinds whose children the caches keep
-	// whole, for templates that read them (live.go).
+	// whole, for templates that read them (livechildren.go).
 	observingKinds observingKinds
 }
 

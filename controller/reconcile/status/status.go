@@ -323,7 +323,7 @@ type Outcome struct {
 	// Extra is what the status template rendered.
 	Extra map[string]any
 	// Revision, when set, is the template revision the status names
-	// (rollout.go).
+	// (reconcile/rolloutgate.go).
 	Revision string
 	// Release, for a chart entry that converged, sets helm-operator's
 	// Deployed condition.
