@@ -54,8 +54,8 @@ type Options struct {
 	// .Capabilities (the API server's version and API versions); nil:
 	// Helm's defaults, as helm template has them.
 	Capabilities *common.Capabilities
-	// unbudgeted loads the templates as before the render budget, for
-	// BenchmarkRender's baseline only.
+	// unbudgeted loads the templates without the render budget's
+	// counting, for BenchmarkRender's baseline only.
 	unbudgeted bool
 }
 

@@ -20,7 +20,7 @@ import (
 // events only when the test says so: applies are answered the way the API
 // server answers them (field ownership, defaults, a new integer
 // resourceVersion) and the informer cache keeps the old object until
-// deliver. This is the slow machine of issue 29, on demand.
+// deliver: the watch of a slow, loaded API server, on demand.
 type lateWatch struct {
 	t   *testing.T
 	f   *fixture

@@ -32,13 +32,14 @@ import (
 // a halted rollout stays halted.
 //
 // Two other places hold a revision, both per child
-// (contract.AnnotationTemplateRevision). Earlier versions of stencil
-// stamped it on every child: a status without the field is read from its
-// children, and a child keeps the annotation until it is written anyway
-// (drift.LegacyHash), so an upgrade rewrites nothing. And where the CRD's status
-// schema would prune the field, stencil still stamps every child, the only
-// place left that survives a restart: a template change then writes every
-// child of the resources it moves (revisionOnChildren).
+// (contract.AnnotationTemplateRevision). A child may carry the annotation
+// from a stencil that stamped it on every child: a status without the
+// field is then read from its children, and a child keeps the annotation
+// until it is written anyway (drift.LegacyHash), so an upgrade rewrites
+// nothing. And where the CRD's status schema would prune the field,
+// stencil stamps every child, the only place that survives a restart: a
+// template change then writes every child of the resources it moves
+// (revisionOnChildren).
 //
 // A tenant's spec edit to a resource that has not moved yet waits with it:
 // the old templates may be gone (a restart), and rendering the edit with
@@ -214,9 +215,9 @@ func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision 
 
 // revisionOf reports whether parent has moved to revision, and whether all
 // of its children have. The status says so when it names a revision;
-// otherwise (an earlier version of stencil, or a schema that prunes the
-// field) the children's annotations do: moved when one carries it, all
-// when every one does.
+// otherwise (children that carry the revision annotation beside a status
+// without the field, or a schema that prunes the field) the children's
+// annotations do: moved when one carries it, all when every one does.
 func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unstructured, revision string) (moved, all bool) {
 	if rev, ok, _ := unstructured.NestedString(parent.Object, "status", contract.StatusTemplateRevision); ok && rev != "" {
 		return rev == revision, rev == revision
@@ -256,9 +257,10 @@ func prunesRevision(s map[string]any) bool {
 
 // statusRevision returns the revision the status of parent, rendered with
 // entry's templates into the children live, should name: "" for an entry
-// without a rollout, and "" (the status stays without the field) where the
-// children alone already say it, as an earlier version of stencil left
-// them: an upgrade patches no status for it.
+// without a rollout, and "" (the status stays without the field) where
+// the children's revision annotations alone already say it: a status
+// without the field, beside children that all carry the annotation, gets
+// no patch for it.
 func (c *Reconciler) statusRevision(entry *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
 	revision := entry.Set.Revision()
 	if entry.Res.Rollout == nil || revision == "" {

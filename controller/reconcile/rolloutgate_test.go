@@ -169,10 +169,10 @@ func rolloutConfigs(t *testing.T) (old, next string) {
 	return config("old.yaml", "deployment.yaml.tmpl"), config("next.yaml", "deployment-next.yaml.tmpl")
 }
 
-// TestRolloutWritesOnlyTheChildrenItChanges: three WebApps as an earlier
-// version of stencil left them, every child carrying the template
-// revision annotation (covered by its applied hash) and no revision in
-// status. The upgraded controller writes nothing for them, neither child
+// TestRolloutWritesOnlyTheChildrenItChanges: three WebApps whose every
+// child carries the template revision annotation (covered by its applied
+// hash) and whose status names no revision, as a stencil that stamps every
+// child leaves them. The controller writes nothing for them, neither child
 // nor status. A change to the Deployment template then moves one resource
 // at a time (maxInFlight 1) with exactly its Deployment apply and one
 // status patch naming the new revision: its Service, whose render did not

@@ -463,12 +463,12 @@ func StampRevision(want *unstructured.Unstructured, revision string) {
 }
 
 // LegacyHash returns the hash live's applied-hash annotation must equal for
-// want, stamped hash, to be unchanged. A child written by an earlier
-// version of stencil carries the template revision annotation, and its
-// hash covers it; the render no longer has it. Hashed as that version
-// would have, the render is unchanged when only the annotation differs:
-// the child is not written for it, and loses the annotation the next time
-// it is written anyway.
+// want, stamped hash, to be unchanged. A live child may carry the template
+// revision annotation, covered by its hash, where the render does not
+// stamp it (a stencil that stamped every child wrote it). Hashed with the
+// child's annotation put back, the render is unchanged when only the
+// annotation differs: the child is not written for it, and loses the
+// annotation the next time it is written anyway.
 func LegacyHash(live, want *unstructured.Unstructured, hash string) string {
 	liveHash := live.GetAnnotations()[contract.AnnotationAppliedHash]
 	rev, ok := live.GetAnnotations()[contract.AnnotationTemplateRevision]
