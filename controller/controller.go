@@ -79,7 +79,7 @@ type Options struct {
 	// Namespace limits every watch to one namespace; empty means the
 	// namespaces each entry lists, or all.
 	Namespace string
-	// Workers is the number of parallel reconciles (default 2).
+	// Workers is the number of parallel reconciles (default DefaultWorkers).
 	Workers int
 	// ResyncPeriod re-enqueues every custom resource this often, to repair
 	// what no watch event reported (default 10m; a converged resync writes nothing).
@@ -93,7 +93,7 @@ type Options struct {
 	DrainTimeout time.Duration
 	// FightBurst and FightInterval size the per-resource token bucket that
 	// limits drift corrections: FightBurst corrections at once, then one per
-	// FightInterval (defaults 5 and 10s).
+	// FightInterval (defaults 5 and 10s, as reconcile.New applies them).
 	FightBurst    int
 	FightInterval time.Duration
 	// ConflictRecheck is how often a resource in OwnershipConflict is looked
@@ -122,9 +122,16 @@ type Options struct {
 	MetricsAddr, HealthAddr string
 }
 
+// DefaultWorkers is the number of parallel reconciles when Options.Workers
+// is not set, and the default of stencil run's --workers.
+const DefaultWorkers = 4
+
+// defaults fills in what Options leaves zero; the reconciler's tuning
+// (FightBurst, FightInterval, ConflictRecheck, FirstStatusDelay) is left
+// to reconcile.New, which applies the same defaults to stencil diff.
 func (o *Options) defaults() {
 	if o.Workers <= 0 {
-		o.Workers = 2
+		o.Workers = DefaultWorkers
 	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = 10 * time.Minute
@@ -137,18 +144,6 @@ func (o *Options) defaults() {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 20 * time.Second
-	}
-	if o.FightBurst <= 0 {
-		o.FightBurst = 5
-	}
-	if o.FightInterval <= 0 {
-		o.FightInterval = 10 * time.Second
-	}
-	if o.FirstStatusDelay == 0 {
-		o.FirstStatusDelay = 15 * time.Second
-	}
-	if o.ConflictRecheck <= 0 {
-		o.ConflictRecheck = 30 * time.Second
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()

@@ -44,7 +44,7 @@ func runCommand(args []string) int {
 	srcFlags := addSourceFlags(fs, "", "path of the stencil config file (this or --watches is required)")
 	configPath := srcFlags.config
 	namespace := fs.String("namespace", "", "watch only this namespace (default: the namespaces each entry lists, or all)")
-	workers := fs.Int("workers", 4, "parallel reconciles")
+	workers := fs.Int("workers", controller.DefaultWorkers, "parallel reconciles")
 	qps := fs.Float64("qps", 50, "client-side QPS limit towards the API server")
 	burst := fs.Int("burst", 100, "client-side burst limit towards the API server")
 	leaderElect := fs.Bool("leader-elect", false, "run only while holding a Lease, so several replicas can run")
