@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/transform"
@@ -39,7 +40,7 @@ import (
 
 // Kube is the typed part of client-go stencil uses: the core group for
 // events, the coordination group for the leader-election Lease, and the
-// authorization group for the access reviews of a reload (access.go). A
+// authorization group for the access reviews of a reload (accessneeds.go). A
 // kubernetes.Interface satisfies it, but run builds only these group
 // clients: the whole clientset brings every group's typed client and apply
 // configurations into the binary (12 of its 68 MB), and with them 6.6 MiB
@@ -78,7 +79,7 @@ type Options struct {
 	// Namespace limits every watch to one namespace; empty means the
 	// namespaces each entry lists, or all.
 	Namespace string
-	// Workers is the number of parallel reconciles (default 2).
+	// Workers is the number of parallel reconciles (default DefaultWorkers).
 	Workers int
 	// ResyncPeriod re-enqueues every custom resource this often, to repair
 	// what no watch event reported (default 10m; a converged resync writes nothing).
@@ -92,7 +93,7 @@ type Options struct {
 	DrainTimeout time.Duration
 	// FightBurst and FightInterval size the per-resource token bucket that
 	// limits drift corrections: FightBurst corrections at once, then one per
-	// FightInterval (defaults 5 and 10s).
+	// FightInterval (defaults 5 and 10s, as reconcile.New applies them).
 	FightBurst    int
 	FightInterval time.Duration
 	// ConflictRecheck is how often a resource in OwnershipConflict is looked
@@ -121,9 +122,16 @@ type Options struct {
 	MetricsAddr, HealthAddr string
 }
 
+// DefaultWorkers is the number of parallel reconciles when Options.Workers
+// is not set, and the default of stencil run's --workers.
+const DefaultWorkers = 4
+
+// defaults fills in what Options leaves zero; the reconciler's tuning
+// (FightBurst, FightInterval, ConflictRecheck, FirstStatusDelay) is left
+// to reconcile.New, which applies the same defaults to stencil diff.
 func (o *Options) defaults() {
 	if o.Workers <= 0 {
-		o.Workers = 2
+		o.Workers = DefaultWorkers
 	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = 10 * time.Minute
@@ -136,18 +144,6 @@ func (o *Options) defaults() {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 20 * time.Second
-	}
-	if o.FightBurst <= 0 {
-		o.FightBurst = 5
-	}
-	if o.FightInterval <= 0 {
-		o.FightInterval = 10 * time.Second
-	}
-	if o.FirstStatusDelay == 0 {
-		o.FirstStatusDelay = 15 * time.Second
-	}
-	if o.ConflictRecheck <= 0 {
-		o.ConflictRecheck = 30 * time.Second
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
@@ -222,7 +218,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.broadcaster = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 		c.events = &eventSink{EventSink: &typedcorev1.EventSinkImpl{Interface: opts.Kube.CoreV1().Events("")}, fence: c.mayWrite}
 		c.broadcaster.StartRecordingToSink(c.events)
-		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: reconcile.FieldManager})
+		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: contract.FieldManager})
 	}
 
 	reg, err := registry.New(ctx, registry.Options{

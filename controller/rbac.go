@@ -17,7 +17,7 @@ import (
 var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
 // The verbs stencil needs on what a config names. ClusterRole grants them
-// and a reload checks them (access.go) from these lists, so that what
+// and a reload checks them (accessneeds.go) from these lists, so that what
 // "stencil rbac" prints and what a reload demands cannot drift apart.
 var (
 	// parentVerbs are what the informers of a configured resource need.

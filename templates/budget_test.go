@@ -70,7 +70,7 @@ var budgetLocation = regexp.MustCompile(`^[a-z]+\.yaml\.tmpl:\d+: `)
 
 // Each hostile value ends in about a second (under two) and 50 MiB of live heap, with
 // an error naming the template, the line and the bound; the benign values
-// render as before.
+// render without error.
 func TestRenderBudgetStopsHostileValues(t *testing.T) {
 	for _, tc := range hostileTemplates {
 		t.Run(tc.name, func(t *testing.T) {

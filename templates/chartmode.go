@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
@@ -23,11 +24,6 @@ import (
 // allowed by group and kind, whatever version the chart picks from
 // .Capabilities, and an object the chart renders cluster-scoped fails
 // the render naming it.
-
-// StatusDeployedRelease is the status field helm-operator writes for a
-// chart entry: {name: <release>}. stencil writes the same, so that what
-// reads it keeps working.
-const StatusDeployedRelease = "deployedRelease"
 
 // loadChart loads the chart of a chart entry into s.
 func (s *Set) loadChart(cfg *config.Config, entry string, res config.Resource) error {
@@ -65,7 +61,7 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 		return nil, &engine.RenderError{Template: s.res.Chart, Err: err}
 	}
 	r = &Result{Hooks: out.Hooks, Notes: out.Notes, Release: parent.Name,
-		Status: map[string]any{StatusDeployedRelease: map[string]any{"name": parent.Name}}}
+		Status: map[string]any{contract.StatusDeployedRelease: map[string]any{"name": parent.Name}}}
 	var errs []error
 	seen := map[childKey]string{}
 	for _, m := range out.Manifests {
@@ -115,13 +111,9 @@ func deployed(parent *view.Object) bool {
 	conds, _, _ := unstructured.NestedSlice(parent.Status, "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
-		if m["type"] == ConditionDeployed && m["status"] == "True" {
+		if m["type"] == contract.ConditionDeployed && m["status"] == "True" {
 			return true
 		}
 	}
 	return false
 }
-
-// ConditionDeployed is helm-operator's condition: True once the chart's
-// objects were applied.
-const ConditionDeployed = "Deployed"

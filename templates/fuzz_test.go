@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
@@ -61,7 +62,7 @@ func FuzzRender(f *testing.F) {
 				if len(refs) != 1 || refs[0].UID != "u-1" || refs[0].Controller == nil || !*refs[0].Controller {
 					t.Fatalf("child %s ownerReferences %v", c.GetName(), refs)
 				}
-				if l := c.GetLabels(); l[LabelManagedBy] != ManagedByValue || l[LabelOwnerUID] != "u-1" {
+				if l := c.GetLabels(); l[contract.LabelManagedBy] != contract.ManagedByValue || l[contract.LabelOwnerUID] != "u-1" {
 					t.Fatalf("child %s labels %v", c.GetName(), l)
 				}
 				if !slices.Contains(s.Kinds(), c.GroupVersionKind()) {

@@ -13,14 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
-
-// ReservedStatusFields are the status fields the controller owns; a status
-// template that renders one of them fails instead of fighting the controller.
-var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "readyReplicas", "conditions", StatusTemplateRevision}
 
 // Render executes every template with parent as data and returns the
 // children, in template order and then document order, each in the parent's
@@ -246,7 +243,7 @@ func (s *Set) renderStatus(e *executor, parent *view.Object) (map[string]any, er
 	if !ok {
 		return nil, &engine.RenderError{Template: name, Err: fmt.Errorf("renders %s, want a mapping of status fields", engine.Describe(v))}
 	}
-	for _, k := range ReservedStatusFields {
+	for _, k := range contract.ReservedStatusFields {
 		if _, ok := m[k]; ok {
 			return nil, &engine.RenderError{Template: name, Err: fmt.Errorf("sets status.%s, which the controller owns", k)}
 		}
@@ -351,8 +348,8 @@ func (s *Set) child(v any, parent *view.Object) (*unstructured.Unstructured, err
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	lbls[LabelManagedBy] = ManagedByValue
-	lbls[LabelOwnerUID] = parent.UID
+	lbls[contract.LabelManagedBy] = contract.ManagedByValue
+	lbls[contract.LabelOwnerUID] = parent.UID
 	for _, k := range slices.Sorted(maps.Keys(lbls)) {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
 			return nil, fmt.Errorf("label key %q is invalid: %s", k, strings.Join(msgs, "; "))

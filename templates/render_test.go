@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
@@ -129,7 +130,7 @@ metadata:
 			t.Errorf("%s ownerReferences = %+v", c.GetName(), got)
 		}
 		l := c.GetLabels()
-		if l[LabelManagedBy] != ManagedByValue || l[LabelOwnerUID] != "uid-1" {
+		if l[contract.LabelManagedBy] != contract.ManagedByValue || l[contract.LabelOwnerUID] != "uid-1" {
 			t.Errorf("%s labels = %v", c.GetName(), l)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
 )
@@ -169,8 +170,8 @@ func renderHostile(t *testing.T, set *Set, s string) (map[string]any, error) {
 	obj := children[0].Object
 	unstructured.RemoveNestedField(obj, "metadata", "ownerReferences")
 	labels := obj["metadata"].(map[string]any)["labels"].(map[string]any)
-	delete(labels, LabelManagedBy)
-	delete(labels, LabelOwnerUID)
+	delete(labels, contract.LabelManagedBy)
+	delete(labels, contract.LabelOwnerUID)
 	return obj, nil
 }
 

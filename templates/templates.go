@@ -41,28 +41,6 @@ import (
 	"stencil.dev/stencil/templates/engine"
 )
 
-// Labels and values stencil stamps on every child.
-const (
-	// LabelManagedBy marks a child as written by stencil.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of LabelManagedBy.
-	ManagedByValue = "stencil"
-	// LabelOwnerUID holds the UID of the custom resource that owns a child.
-	LabelOwnerUID = "stencil.dev/owner-uid"
-	// AnnotationTemplateRevision names the templates that rendered a child
-	// (Set.Revision) of an entry with a rollout. stencil stamps it on each
-	// child only where the CRD's status schema would prune
-	// StatusTemplateRevision. Earlier versions stamped it on every child;
-	// it is still read there, so an upgrade rewrites nothing.
-	AnnotationTemplateRevision = "stencil.dev/template-revision"
-	// StatusTemplateRevision is the status field that names the templates
-	// a resource of a rollout entry was last rendered with: which
-	// resources a rollout has moved is read back from the cluster, once
-	// per resource, so a template change writes only the children whose
-	// render changed.
-	StatusTemplateRevision = "templateRevision"
-)
-
 // DefaultKinds are the child kinds a template may render when neither the
 // config entry's children list nor Options says otherwise.
 var DefaultKinds = config.DefaultChildren
@@ -76,8 +54,8 @@ type Options struct {
 	// .Capabilities (the API server's version and API versions); nil:
 	// Helm's defaults, as helm template has them.
 	Capabilities *common.Capabilities
-	// unbudgeted loads the templates as before the render budget, for
-	// BenchmarkRender's baseline only.
+	// unbudgeted loads the templates without the render budget's
+	// counting, for BenchmarkRender's baseline only.
 	unbudgeted bool
 }
 
@@ -93,7 +71,7 @@ type Set struct {
 	// revision names the templates and helpers that render the children
 	// (not the status template), for an entry with a rollout; empty
 	// otherwise. The controller records it in the resource's status
-	// (StatusTemplateRevision).
+	// (contract.StatusTemplateRevision).
 	revision string
 	// budget bounds each render (package budget).
 	budget     config.RenderBudget

@@ -44,7 +44,7 @@ func TestArgoCDHealth(t *testing.T) {
 			cond("Ready", "False", "Progressing", "Deployment/demo: 1 of 2 replicas available"),
 			cond("Reconciling", "True", "Progressing", "Deployment/demo: 1 of 2 replicas available")),
 			"Progressing", "Deployment/demo: 1 of 2 replicas available"},
-		{"Ready False Progressing, no Reconciling (older stencil)", gen + status(3,
+		{"Ready False Progressing, no Reconciling (Ready alone)", gen + status(3,
 			cond("Ready", "False", "Progressing", "Deployment/demo: 1 of 2 replicas available")),
 			"Progressing", "Deployment/demo: 1 of 2 replicas available"},
 		{"ApplyFailed, retrying (Reconciling)", gen + status(3,
@@ -64,11 +64,11 @@ func TestArgoCDHealth(t *testing.T) {
 			"Degraded", "RenderFailed"},
 		{"Stalled, observedGeneration behind", gen + status(2, cond("Ready", "False", "RenderFailed", renderMsg), cond("Stalled", "True", "RenderFailed", renderMsg)),
 			"Progressing", "Waiting for stencil to observe generation 3"},
-		{"Ready False RenderFailed, no Stalled (older stencil)", gen + status(3, cond("Ready", "False", "RenderFailed", renderMsg)),
+		{"Ready False RenderFailed, no Stalled (Ready alone)", gen + status(3, cond("Ready", "False", "RenderFailed", renderMsg)),
 			"Degraded", renderMsg},
-		{"Ready False ApplyFailed, no Stalled (older stencil)", gen + status(3, cond("Ready", "False", "ApplyFailed", applyMsg)),
+		{"Ready False ApplyFailed, no Stalled (Ready alone)", gen + status(3, cond("Ready", "False", "ApplyFailed", applyMsg)),
 			"Degraded", applyMsg},
-		{"Ready False OwnershipConflict, no Stalled (older stencil)", gen + status(3, cond("Ready", "False", "OwnershipConflict", conflictMsg)),
+		{"Ready False OwnershipConflict, no Stalled (Ready alone)", gen + status(3, cond("Ready", "False", "OwnershipConflict", conflictMsg)),
 			"Degraded", conflictMsg},
 	} {
 		health, message := runHealthCheck(t, "apiVersion: apps.example.com/v1beta1\nkind: WebApp\n"+tc.object)

@@ -57,7 +57,7 @@ func parseRunFlags(args []string) (f runFlags, status int, done bool) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
 	f.src = addSourceFlags(fs, "", "path of the stencil config file (this or --watches is required)")
 	fs.StringVar(&f.namespace, "namespace", "", "watch only this namespace (default: the namespaces each entry lists, or all)")
-	fs.IntVar(&f.workers, "workers", 4, "parallel reconciles")
+	fs.IntVar(&f.workers, "workers", controller.DefaultWorkers, "parallel reconciles")
 	fs.Float64Var(&f.qps, "qps", 50, "client-side QPS limit towards the API server")
 	fs.IntVar(&f.burst, "burst", 100, "client-side burst limit towards the API server")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run only while holding a Lease, so several replicas can run")

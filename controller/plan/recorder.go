@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/templates"
 )
 
 // recorder is the plan's reconcile.Writer: each write Sync decides is
@@ -84,7 +84,7 @@ func (r *recorder) result(uid types.UID) *diffResult {
 // Create implements reconcile.Writer: a dry-run create, recorded.
 func (r *recorder) Create(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	created, err := r.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want,
-		metav1.ApplyOptions{FieldManager: reconcile.FieldManager, DryRun: []string{metav1.DryRunAll}})
+		metav1.ApplyOptions{FieldManager: contract.FieldManager, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (r *recorder) Apply(ctx context.Context, parent *unstructured.Unstructured,
 	// its next write; the controller does not write for it (the applied
 	// hash still matches), so it is no change to review. Where the
 	// controller stamps the revision on children, it is one.
-	_, stamped := want.GetAnnotations()[templates.AnnotationTemplateRevision]
+	_, stamped := want.GetAnnotations()[contract.AnnotationTemplateRevision]
 	changes := objectChanges(live.Object, result.Object, !stamped)
 	if len(changes) == 0 {
 		result.SetResourceVersion(live.GetResourceVersion())
@@ -124,7 +124,7 @@ func (r *recorder) Apply(ctx context.Context, parent *unstructured.Unstructured,
 // DryRun implements reconcile.Writer, as the controller's does.
 func (r *recorder) DryRun(ctx context.Context, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return r.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want,
-		metav1.ApplyOptions{FieldManager: reconcile.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+		metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 }
 
 // Delete implements reconcile.Writer: the prune is recorded.

@@ -13,9 +13,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"stencil.dev/stencil/controller/reconcile/drift"
-	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/contract"
 )
 
 // parentRef names the custom resource a child belongs to.
@@ -110,7 +108,7 @@ func objectChanges(old, new map[string]any, ignoreRevision bool) []fieldChange {
 			if a, ok := md["annotations"].(map[string]any); ok {
 				ac := make(map[string]any, len(a))
 				for k, v := range a {
-					if k != drift.AnnotationAppliedHash && (!ignoreRevision || k != templates.AnnotationTemplateRevision) {
+					if k != contract.AnnotationAppliedHash && (!ignoreRevision || k != contract.AnnotationTemplateRevision) {
 						ac[k] = v
 					}
 				}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/templates"
 )
@@ -75,12 +76,12 @@ type apiWriter struct {
 
 // Create implements Writer.
 func (w apiWriter) Create(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return w.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager})
+	return w.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: contract.FieldManager})
 }
 
 // Apply implements Writer.
 func (w apiWriter) Apply(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return w.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	return w.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true})
 }
 
 // DryRun implements Writer.
@@ -98,7 +99,7 @@ func (w apiWriter) Delete(ctx context.Context, _ *unstructured.Unstructured, gvr
 // PatchStatus implements Writer.
 func (w apiWriter) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) (*unstructured.Unstructured, error) {
 	return w.client.Resource(gvr).Namespace(parent.GetNamespace()).
-		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: contract.FieldManager}, "status")
 }
 
 // Event implements Writer.

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/transform"
 )
@@ -150,7 +151,7 @@ func TestDetectDrift(t *testing.T) {
 			}},
 		{name: "the applied hash rewritten", doc: driftDeployment, want: drift.TakenOver, manager: "kubectl-edit",
 			edit: func(t *testing.T, u *unstructured.Unstructured) {
-				u.SetAnnotations(map[string]string{drift.AnnotationAppliedHash: "0000"})
+				u.SetAnnotations(map[string]string{contract.AnnotationAppliedHash: "0000"})
 			}},
 		{name: "the template output changed", doc: driftDeployment, want: drift.TemplateChanged,
 			change: func(u *unstructured.Unstructured) {
@@ -177,7 +178,7 @@ func TestDetectDrift(t *testing.T) {
 				t.Fatal("transform.Lean left the field sets as trees")
 			}
 			for form, obj := range map[string]*unstructured.Unstructured{"as sent": live, "as cached": cached.(*unstructured.Unstructured)} {
-				got := drift.Detect(obj, want, want.GetAnnotations()[drift.AnnotationAppliedHash])
+				got := drift.Detect(obj, want, want.GetAnnotations()[contract.AnnotationAppliedHash])
 				if got.Kind != tt.want || got.Manager != tt.manager {
 					t.Errorf("%s: drift.Detect = %s (field %q, manager %q), want %s (manager %q); managers %v",
 						form, got.Kind, got.Path, got.Manager, tt.want, tt.manager, managersOf(live))

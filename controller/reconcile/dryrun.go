@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/registry"
 )
@@ -94,7 +95,7 @@ func DryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *un
 
 // dryRunApply is DryRunApply for a render already stamped with its hash.
 func dryRunApply(ctx context.Context, client dynamic.ResourceInterface, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	return client.Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 }
 
 // comparable strips what an apply result differs in without the object

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
 )
@@ -19,7 +20,7 @@ import (
 // events only when the test says so: applies are answered the way the API
 // server answers them (field ownership, defaults, a new integer
 // resourceVersion) and the informer cache keeps the old object until
-// deliver. This is the slow machine of issue 29, on demand.
+// deliver: the watch of a slow, loaded API server, on demand.
 type lateWatch struct {
 	t   *testing.T
 	f   *fixture
@@ -116,7 +117,7 @@ func (f *fixture) events() []string {
 func throttledIn(f *fixture) bool {
 	for _, a := range f.client.Actions() {
 		if p, ok := a.(core.PatchAction); ok && p.GetSubresource() == "status" &&
-			strings.Contains(string(p.GetPatch()), `"type":"`+status.ConditionThrottled+`"`) && strings.Contains(string(p.GetPatch()), `"True"`) {
+			strings.Contains(string(p.GetPatch()), `"type":"`+contract.ConditionThrottled+`"`) && strings.Contains(string(p.GetPatch()), `"True"`) {
 			return true
 		}
 	}

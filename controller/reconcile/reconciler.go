@@ -8,16 +8,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
-	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/registry"
 )
-
-// FieldManager is the server-side apply field manager of every write stencil makes.
-const FieldManager = drift.FieldManager
-
-// AnnotationPaused on a custom resource, set to "true", stops every write for it.
-const AnnotationPaused = "stencil.dev/paused"
 
 // Key identifies one custom resource in the work queue. The GVR is part of the
 // key because two CRDs may hold objects of the same namespace and name.
@@ -53,14 +46,34 @@ type Options struct {
 	// (ha.FencedLock, ring.State); nil always allows.
 	MayWrite func(ns string) error
 	// FightBurst and FightInterval size each resource's correction budget
-	// (guard.go).
+	// (guard.go): FightBurst corrections at once, then one per
+	// FightInterval (defaults 5 and 10s).
 	FightBurst    int
 	FightInterval time.Duration
-	// ConflictRecheck is how often a resource in OwnershipConflict is looked at again.
+	// ConflictRecheck is how often a resource in OwnershipConflict is looked
+	// at again (default 30s).
 	ConflictRecheck time.Duration
 	// FirstStatusDelay is how long new children get before the first
-	// status says Progressing; negative writes it at once.
+	// status says Progressing (default 15s); negative writes it at once.
 	FirstStatusDelay time.Duration
+}
+
+// defaults fills in the tuning Options leaves zero. They live here, not in
+// the controller, so that every Reconciler (the controller's and stencil
+// diff's) decides with the same values.
+func (o *Options) defaults() {
+	if o.FightBurst <= 0 {
+		o.FightBurst = 5
+	}
+	if o.FightInterval <= 0 {
+		o.FightInterval = 10 * time.Second
+	}
+	if o.ConflictRecheck <= 0 {
+		o.ConflictRecheck = 30 * time.Second
+	}
+	if o.FirstStatusDelay == 0 {
+		o.FirstStatusDelay = 15 * time.Second
+	}
 }
 
 // Reconciler syncs one custom resource at a time, from any number of
@@ -87,12 +100,13 @@ type Reconciler struct {
 	rollouts       rollouts
 	terminating    terminatingNamespaces
 	// observingKinds are the owner kinds whose children the caches keep
-	// whole, for templates that read them (live.go).
+	// whole, for templates that read them (livechildren.go).
 	observingKinds observingKinds
 }
 
-// New builds a Reconciler.
+// New builds a Reconciler, with Options' defaults applied.
 func New(opts Options) *Reconciler {
+	opts.defaults()
 	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), resources: &resourceStates{}}
 	if r.writer == nil {
 		r.writer = apiWriter{client: opts.Dynamic, recorder: opts.Recorder}

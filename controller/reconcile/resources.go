@@ -12,7 +12,7 @@ import (
 // (guard.go, statuspatch.go, refusals.go, renderfailures.go). Everything here is
 // a memo or a rate limit: losing it (a restart) costs at most a request,
 // never a wrong write. The rollout state is the entry's, not one
-// resource's (rollout.go); the expectations are per child (package expect).
+// resource's (rolloutgate.go); the expectations are per child (package expect).
 
 // resourceState is what stencil remembers of one resource.
 type resourceState struct {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields/managedfieldstest"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"stencil.dev/stencil/contract"
 )
 
 // The unit fixture's "live" children are what the API server would store
@@ -38,7 +39,7 @@ func serverApply(t *testing.T, live, want *unstructured.Unstructured) *unstructu
 		live.SetGroupVersionKind(want.GroupVersionKind())
 	}
 	fm := fieldManagerFor(t, want)
-	out, err := fm.Apply(live.DeepCopy(), want.DeepCopy(), FieldManager, true)
+	out, err := fm.Apply(live.DeepCopy(), want.DeepCopy(), contract.FieldManager, true)
 	if err != nil {
 		t.Fatalf("apply %s/%s: %v", want.GetKind(), want.GetName(), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/requeue"
 
@@ -47,12 +48,12 @@ func condition(typ string, st metav1.ConditionStatus, reason, message string) me
 
 var (
 	wasConverging = []metav1.Condition{
-		condition(status.ConditionReady, metav1.ConditionFalse, status.ReasonProgressing, "0 of 2 children ready"),
-		condition(status.ConditionReconciling, metav1.ConditionTrue, status.ReasonProgressing, "0 of 2 children ready"),
+		condition(contract.ConditionReady, metav1.ConditionFalse, status.ReasonProgressing, "0 of 2 children ready"),
+		condition(contract.ConditionReconciling, metav1.ConditionTrue, status.ReasonProgressing, "0 of 2 children ready"),
 	}
 	wasStalled = []metav1.Condition{
-		condition(status.ConditionReady, metav1.ConditionFalse, status.ReasonRenderFailed, "bad template input"),
-		condition(status.ConditionStalled, metav1.ConditionTrue, status.ReasonRenderFailed, "bad template input"),
+		condition(contract.ConditionReady, metav1.ConditionFalse, status.ReasonRenderFailed, "bad template input"),
+		condition(contract.ConditionStalled, metav1.ConditionTrue, status.ReasonRenderFailed, "bad template input"),
 	}
 )
 
@@ -142,7 +143,7 @@ func TestConditionsInEachState(t *testing.T) {
 		"patch webapps/status demo",
 	}
 	paused := func(p *unstructured.Unstructured) *unstructured.Unstructured {
-		p.SetAnnotations(map[string]string{AnnotationPaused: "true"})
+		p.SetAnnotations(map[string]string{contract.AnnotationPaused: "true"})
 		return p
 	}
 
@@ -242,12 +243,12 @@ func TestConditionsInEachState(t *testing.T) {
 			expectActions(t, actions, tc.actions...)
 			conds := f.feedBack(actions)
 
-			ready := conds[status.ConditionReady]
+			ready := conds[contract.ConditionReady]
 			if got := string(ready.Status) + "/" + ready.Reason; got != tc.ready {
 				t.Errorf("Ready = %s, want %s", got, tc.ready)
 			}
 			var progress []string
-			for _, typ := range []string{status.ConditionReconciling, status.ConditionStalled} {
+			for _, typ := range []string{contract.ConditionReconciling, contract.ConditionStalled} {
 				c, ok := conds[typ]
 				if !ok {
 					continue
@@ -266,7 +267,7 @@ func TestConditionsInEachState(t *testing.T) {
 			if got := strings.Join(progress, ", "); got != tc.progress {
 				t.Errorf("Reconciling/Stalled = %q, want %q", got, tc.progress)
 			}
-			if meta.IsStatusConditionTrue(conditionsList(conds), status.ConditionReady) && len(progress) > 0 {
+			if meta.IsStatusConditionTrue(conditionsList(conds), contract.ConditionReady) && len(progress) > 0 {
 				t.Errorf("Ready is True with %s", progress)
 			}
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/rollout"
@@ -98,11 +99,11 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return nil
 	}
 	p := &pass{key: key, entry: entry, parent: parent}
-	if parent.GetAnnotations()[AnnotationPaused] == "true" {
+	if parent.GetAnnotations()[contract.AnnotationPaused] == "true" {
 		if entry.Res.Rollout != nil {
 			c.forgetRollout(entry, key)
 		}
-		return c.patchStatus(ctx, p, status.Paused(parent, AnnotationPaused+` is "true": stencil makes no writes for this resource`))
+		return c.patchStatus(ctx, p, status.Paused(parent, contract.AnnotationPaused+` is "true": stencil makes no writes for this resource`))
 	}
 	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, p) {
 		// Not moved to the new templates yet: left exactly as it is.
@@ -556,7 +557,7 @@ func waitingMessage(waits []templates.Wait) string {
 
 // readyIn reports whether a computed status has Ready=True.
 func readyIn(st map[string]any) bool {
-	return meta.IsStatusConditionTrue(status.Conditions(st), status.ConditionReady)
+	return meta.IsStatusConditionTrue(status.Conditions(st), contract.ConditionReady)
 }
 
 // isAllTerminal reports whether every error joined in err is terminal.

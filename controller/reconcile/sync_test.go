@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
@@ -316,7 +317,7 @@ func conditionOf(t *testing.T, a core.Action) map[string]any {
 	}
 	must(t, json.Unmarshal(a.(core.PatchAction).GetPatch(), &body))
 	for _, c := range body.Status.Conditions {
-		if c["type"] == status.ConditionReady {
+		if c["type"] == contract.ConditionReady {
 			return c
 		}
 	}
@@ -344,7 +345,7 @@ func TestNewResourceCostsOneCreatePerChildAndNoStatusYet(t *testing.T) {
 	if ref := metav1.GetControllerOf(dep); ref == nil || ref.UID != "uid-demo" || ref.Kind != "WebApp" {
 		t.Errorf("created Deployment has controller ref %+v, want WebApp uid-demo", ref)
 	}
-	if got := dep.GetLabels()[templates.LabelOwnerUID]; got != "uid-demo" {
+	if got := dep.GetLabels()[contract.LabelOwnerUID]; got != "uid-demo" {
 		t.Errorf("owner-uid label = %q", got)
 	}
 	expectEvent(t, f.recorder, "Normal Created Created Deployment/demo, Service/demo")
@@ -393,7 +394,7 @@ func TestFieldsTheTemplateDoesNotSetAreLeftAlone(t *testing.T) {
 	p, children := converged(t, webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2), "port": int64(80)}))
 	// Fields set by others (an annotation, a sidecar's env) cost nothing.
 	children[0] = serverUpdate(t, children[0], "someone", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{drift.AnnotationAppliedHash: u.GetAnnotations()[drift.AnnotationAppliedHash], "other": "x"})
+		u.SetAnnotations(map[string]string{contract.AnnotationAppliedHash: u.GetAnnotations()[contract.AnnotationAppliedHash], "other": "x"})
 		must(t, unstructured.SetNestedField(u.Object, "OnFailure", "spec", "template", "spec", "restartPolicy"))
 	})
 	f.cache = append(f.cache, p)
@@ -528,7 +529,7 @@ func TestConflictAlreadyReportedCostsOneGetAndNoEvent(t *testing.T) {
 func TestPausedResourceIsNotWritten(t *testing.T) {
 	f := newFixture(t)
 	p := webapp("demo", map[string]any{"image": "nginx:1.27", "replicas": int64(2)})
-	p.SetAnnotations(map[string]string{AnnotationPaused: "true"})
+	p.SetAnnotations(map[string]string{contract.AnnotationPaused: "true"})
 	f.cache = append(f.cache, p)
 	actions, err := f.run("demo")
 	if err != nil {
@@ -631,7 +632,7 @@ func TestStatusFieldNoLongerRenderedIsRemoved(t *testing.T) {
 	// An earlier status template rendered "url"; stencil's status writes hold it.
 	p.Object["status"].(map[string]any)["url"] = "http://old"
 	p.SetManagedFields([]metav1.ManagedFieldsEntry{{
-		Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "apps.example.com/v1beta1",
+		Manager: contract.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "apps.example.com/v1beta1",
 		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:url":{},"f:image":{},"f:phase":{}}}`)},
 	}})
 	f.cache = append(f.cache, p)

@@ -12,8 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/contract"
 )
 
 // Child kinds in two steps: a plan, built without the lock (discovery is a
@@ -122,7 +121,7 @@ func (r *Registry) planChildren(ctx context.Context, parents map[schema.GroupVer
 // registry has a metadata client.
 func (r *Registry) addChildInformers(ctx context.Context, childKind *Child, ns string, gate *pending) ([]namedInformer, error) {
 	name := childKind.GVR.GroupResource().String()
-	managed := templates.LabelManagedBy + "=" + templates.ManagedByValue
+	managed := contract.LabelManagedBy + "=" + contract.ManagedByValue
 	// Children are cached only if they carry stencil's label: on a shared
 	// cluster the Deployments and Services of others cost no memory.
 	inf := r.newInformer(childKind.GVR, ns, managed, cache.Indexers{OwnerUIDIndex: indexByOwnerUID})

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/templates"
 )
 
@@ -375,7 +376,7 @@ func indexByOwnerUID(obj any) ([]string, error) {
 	if err != nil {
 		return nil, nil
 	}
-	if uid := m.GetLabels()[templates.LabelOwnerUID]; uid != "" {
+	if uid := m.GetLabels()[contract.LabelOwnerUID]; uid != "" {
 		return []string{uid}, nil
 	}
 	return nil, nil

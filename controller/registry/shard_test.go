@@ -8,8 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/contract"
 )
 
 // deployment is a child stencil wrote: it carries the label the child
@@ -18,7 +17,7 @@ func deployment(ns, name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "1",
-			"labels": map[string]any{templates.LabelManagedBy: templates.ManagedByValue}},
+			"labels": map[string]any{contract.LabelManagedBy: contract.ManagedByValue}},
 	}}
 }
 

@@ -239,10 +239,11 @@ func TestTenantTextIsNotATemplate(t *testing.T) {
 }
 
 // The safety follows the value, whatever the chart did to it: helm
-// create's chart prints nameOverride through trunc 63, so a 76-byte name
-// holding a newline was no longer found in the printed text and added a
-// label to every object (and to the Service's selector). Now no object
-// gains a field: the render is refused naming the object and the field.
+// create's chart prints nameOverride through trunc 63, so the printed text
+// of a 76-byte name holding a newline is not the value itself, and that
+// newline would add a label to every object (and to the Service's
+// selector). No object gains a field: the render is refused naming the
+// object and the field.
 func TestTransformedTenantValueCannotAddFields(t *testing.T) {
 	c, err := Load(filepath.Join("testdata", "charts", "mychart"))
 	if err != nil {

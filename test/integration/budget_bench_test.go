@@ -15,7 +15,8 @@ import (
 )
 
 // budgetConfig writes the example config with testdata/budget's template
-// (issue 31's three shapes, each only for a WebApp whose spec.config asks
+// (three plausible shapes whose work a tenant's number or list decides:
+// shards, hosts, members; each only for a WebApp whose spec.config asks
 // for it) into a temporary directory and returns its path.
 func budgetConfig(b *testing.B) string {
 	b.Helper()

@@ -359,7 +359,7 @@ func isReady(u *unstructured.Unstructured) bool {
 	return false
 }
 
-// TestConvergedClusterCostsZeroWrites is the measurement: 50 CRs over
+// TestConvergedClusterCostsZeroWrites measures what a converged cluster costs: 50 CRs over
 // both sample CRDs converge, then a forced resync and a restart each make 0
 // mutating requests. The WebApps render every child kind of the example
 // (Deployment, Service, ConfigMap, PodDisruptionBudget,

@@ -110,7 +110,8 @@ func runRingPhase(ctx context.Context, b *testing.B, admin dynamic.Interface, bi
 	}
 
 	// Started together, as deploy/ring's Deployment starts its pods: each
-	// member sees few of the others at its first list (issue 30).
+	// member sees few of the others at its first list, so what is measured
+	// includes the ring settling from that partial view.
 	var procs []*process
 	launched := time.Now()
 	for i := range members {

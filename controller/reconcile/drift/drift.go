@@ -46,13 +46,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/contract"
 )
-
-// FieldManager is the server-side apply field manager of every write
-// stencil makes: its Apply entry is what Detect reads.
-const FieldManager = "stencil"
 
 // Kind says why a child needs an apply.
 type Kind int
@@ -83,15 +78,15 @@ type Verdict struct {
 func Detect(live, want *unstructured.Unstructured, hash string) Verdict {
 	entries := ManagedFields(live)
 	mine := FieldSet(entries, func(e metav1.ManagedFieldsEntry) bool { return isStencilApply(e) })
-	if live.GetAnnotations()[AnnotationAppliedHash] != hash {
-		hashPath := []string{"f:metadata", "f:annotations", "f:" + AnnotationAppliedHash}
+	if live.GetAnnotations()[contract.AnnotationAppliedHash] != hash {
+		hashPath := []string{"f:metadata", "f:annotations", "f:" + contract.AnnotationAppliedHash}
 		if hasPath(mine, hashPath) {
 			return Verdict{Kind: TemplateChanged}
 		}
 		// Someone else rewrote or removed stencil's hash: that is drift in
 		// a field stencil sets, not a template change, and goes through
 		// the fight limiter like any other.
-		return ownerOf(entries, "metadata.annotations."+AnnotationAppliedHash, hashPath)
+		return ownerOf(entries, "metadata.annotations."+contract.AnnotationAppliedHash, hashPath)
 	}
 	path, where := missingField(want.Object, mine, nil, true)
 	if path == nil {
@@ -119,7 +114,7 @@ func ownerOf(entries []metav1.ManagedFieldsEntry, where string, path []string) V
 }
 
 func isStencilApply(e metav1.ManagedFieldsEntry) bool {
-	return e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+	return e.Manager == contract.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
 }
 
 // FieldSet decodes the FieldsV1 of the entries that keep selects, merged.
@@ -432,17 +427,11 @@ func FightMessage(want *unstructured.Unstructured, d Verdict) string {
 		want.GetKind(), want.GetName(), d.Path, who)
 }
 
-// AnnotationAppliedHash records, on each child, a hash of what stencil last
-// applied. A changed hash means the template output changed (apply, even if
-// only a field was removed); an unchanged hash with different live fields
-// means someone else reverted a field (drift, guarded by the fight limiter).
-const AnnotationAppliedHash = "stencil.dev/applied-hash"
-
 // StampHash sets the applied-hash annotation on want to a hash of want
 // without it. JSON encoding of maps sorts keys, so the hash is stable.
 func StampHash(want *unstructured.Unstructured) (string, error) {
 	annotations := want.GetAnnotations()
-	delete(annotations, AnnotationAppliedHash)
+	delete(annotations, contract.AnnotationAppliedHash)
 	if len(annotations) == 0 {
 		unstructured.RemoveNestedField(want.Object, "metadata", "annotations")
 	} else {
@@ -457,7 +446,7 @@ func StampHash(want *unstructured.Unstructured) (string, error) {
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationAppliedHash] = hash
+	annotations[contract.AnnotationAppliedHash] = hash
 	want.SetAnnotations(annotations)
 	return hash, nil
 }
@@ -469,24 +458,24 @@ func StampRevision(want *unstructured.Unstructured, revision string) {
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[templates.AnnotationTemplateRevision] = revision
+	annotations[contract.AnnotationTemplateRevision] = revision
 	want.SetAnnotations(annotations)
 }
 
 // LegacyHash returns the hash live's applied-hash annotation must equal for
-// want, stamped hash, to be unchanged. A child written by an earlier
-// version of stencil carries the template revision annotation, and its
-// hash covers it; the render no longer has it. Hashed as that version
-// would have, the render is unchanged when only the annotation differs:
-// the child is not written for it, and loses the annotation the next time
-// it is written anyway.
+// want, stamped hash, to be unchanged. A live child may carry the template
+// revision annotation, covered by its hash, where the render does not
+// stamp it (a stencil that stamped every child wrote it). Hashed with the
+// child's annotation put back, the render is unchanged when only the
+// annotation differs: the child is not written for it, and loses the
+// annotation the next time it is written anyway.
 func LegacyHash(live, want *unstructured.Unstructured, hash string) string {
-	liveHash := live.GetAnnotations()[AnnotationAppliedHash]
-	rev, ok := live.GetAnnotations()[templates.AnnotationTemplateRevision]
+	liveHash := live.GetAnnotations()[contract.AnnotationAppliedHash]
+	rev, ok := live.GetAnnotations()[contract.AnnotationTemplateRevision]
 	if liveHash == hash || !ok {
 		return hash
 	}
-	if _, stamped := want.GetAnnotations()[templates.AnnotationTemplateRevision]; stamped {
+	if _, stamped := want.GetAnnotations()[contract.AnnotationTemplateRevision]; stamped {
 		return hash
 	}
 	old := want.DeepCopy()
@@ -504,7 +493,7 @@ func LegacyHash(live, want *unstructured.Unstructured, hash string) string {
 // old version is. A live child without the annotation (one stencil did not
 // write: a file given to stencil render --observed) counts as current.
 func Current(want, live *unstructured.Unstructured, revision string) bool {
-	have, ok := live.GetAnnotations()[AnnotationAppliedHash]
+	have, ok := live.GetAnnotations()[contract.AnnotationAppliedHash]
 	if !ok {
 		return true
 	}

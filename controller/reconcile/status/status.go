@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
-	"stencil.dev/stencil/templates"
 )
 
 // Status phases. The phase is deprecated in favour of the conditions (the API
@@ -51,24 +51,6 @@ const (
 	ReasonWaitingForDependency = "WaitingForDependency"
 )
 
-// Condition types stencil writes.
-const (
-	// ConditionReady is True when every child is ready.
-	ConditionReady = "Ready"
-	// ConditionReconciling is True while stencil is converging the resource:
-	// children not ready yet, or a failure that is being retried. Present
-	// only while True, with the Ready condition's reason and message.
-	ConditionReconciling = "Reconciling"
-	// ConditionStalled is True while stencil cannot make progress without a
-	// change by a person: a failed render, a child the API server rejects as
-	// invalid, a foreign object holding a child's name. Present only while
-	// True, with the Ready condition's reason and message.
-	ConditionStalled = "Stalled"
-	// ConditionThrottled is True while drift corrections are rate-limited
-	// because another actor keeps reverting fields stencil sets.
-	ConditionThrottled = "Throttled"
-)
-
 // Desired computes the status the resource should have after a sync
 // with outcome out, starting from a copy of its current status so that fields
 // stencil does not own are kept.
@@ -82,7 +64,7 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	gen := parent.GetGeneration()
 	status["observedGeneration"] = gen
 	if out.Revision != "" {
-		status[templates.StatusTemplateRevision] = out.Revision
+		status[contract.StatusTemplateRevision] = out.Revision
 	}
 
 	cond := readyCondition(status, out, gen)
@@ -94,11 +76,11 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	}
 	if out.Fighting != "" {
 		meta.SetStatusCondition(&conds, metav1.Condition{
-			Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonFieldFight, ObservedGeneration: gen,
+			Type: contract.ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonFieldFight, ObservedGeneration: gen,
 			Message: out.Fighting,
 		})
 	} else {
-		meta.RemoveStatusCondition(&conds, ConditionThrottled)
+		meta.RemoveStatusCondition(&conds, contract.ConditionThrottled)
 	}
 	SetConditions(status, conds)
 	return status
@@ -107,7 +89,7 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 // readyCondition computes the Ready condition of an outcome, and sets the
 // phase and replica counts in status on the way.
 func readyCondition(status map[string]any, out Outcome, gen int64) metav1.Condition {
-	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: gen}
+	cond := metav1.Condition{Type: contract.ConditionReady, ObservedGeneration: gen}
 	if out.FailReason != "" {
 		status["phase"] = PhaseDegraded
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.FailReason, out.FailMessage
@@ -175,9 +157,9 @@ func readyCondition(status map[string]any, out Outcome, gen int64) metav1.Condit
 // again: its lastTransitionTime, and so the status, changes only when it
 // turns True.
 func setProgress(conds *[]metav1.Condition, ready metav1.Condition, stalled bool) {
-	on, off := ConditionReconciling, ConditionStalled
+	on, off := contract.ConditionReconciling, contract.ConditionStalled
 	if stalled {
-		on, off = ConditionStalled, ConditionReconciling
+		on, off = contract.ConditionStalled, contract.ConditionReconciling
 	}
 	meta.RemoveStatusCondition(conds, off)
 	if ready.Status == metav1.ConditionTrue {
@@ -215,15 +197,15 @@ func TemplateStatus(parent *unstructured.Unstructured, extra map[string]any) map
 }
 
 // standardStatusFields are the status fields stencil computes itself
-// (templates.ReservedStatusFields); the status template may add others
+// (contract.ReservedStatusFields); the status template may add others
 // next to them.
 var standardStatusFields = func() map[string]bool {
 	m := map[string]bool{}
-	for _, f := range templates.ReservedStatusFields {
+	for _, f := range contract.ReservedStatusFields {
 		m[f] = true
 	}
 	// A chart entry's release stays named while a sync fails.
-	m[templates.StatusDeployedRelease] = true
+	m[contract.StatusDeployedRelease] = true
 	return m
 }()
 
@@ -231,7 +213,7 @@ var standardStatusFields = func() map[string]bool {
 // writes hold, from the resource's managedFields.
 func fieldsOf(parent *unstructured.Unstructured) map[string]bool {
 	set := drift.FieldSet(drift.ManagedFields(parent), func(e metav1.ManagedFieldsEntry) bool {
-		return e.Manager == drift.FieldManager && e.Subresource == "status"
+		return e.Manager == contract.FieldManager && e.Subresource == "status"
 	})
 	out := map[string]bool{}
 	if st, ok := set["f:status"].(map[string]any); ok {
@@ -247,14 +229,14 @@ func fieldsOf(parent *unstructured.Unstructured) map[string]bool {
 // IsThrottled reports whether the resource already says Throttled=True: a
 // fight episode is going on and its Warning event was recorded.
 func IsThrottled(parent *unstructured.Unstructured) bool {
-	return meta.IsStatusConditionTrue(Conditions(Current(parent)), ConditionThrottled)
+	return meta.IsStatusConditionTrue(Conditions(Current(parent)), contract.ConditionThrottled)
 }
 
 // AlreadyReported reports whether the resource's Ready condition already
 // says False with this reason and message for its current generation, i.e.
 // an earlier sync recorded this failure.
 func AlreadyReported(parent *unstructured.Unstructured, reason, message string) bool {
-	c := meta.FindStatusCondition(Conditions(Current(parent)), ConditionReady)
+	c := meta.FindStatusCondition(Conditions(Current(parent)), contract.ConditionReady)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason &&
 		c.Message == message && c.ObservedGeneration == parent.GetGeneration()
 }
@@ -270,10 +252,10 @@ func Paused(parent *unstructured.Unstructured, message string) map[string]any {
 	status := Current(parent)
 	conds := Conditions(status)
 	meta.SetStatusCondition(&conds, metav1.Condition{
-		Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonPaused, ObservedGeneration: parent.GetGeneration(),
+		Type: contract.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonPaused, ObservedGeneration: parent.GetGeneration(),
 		Message: message,
 	})
-	meta.RemoveStatusCondition(&conds, ConditionReconciling)
+	meta.RemoveStatusCondition(&conds, contract.ConditionReconciling)
 	SetConditions(status, conds)
 	return status
 }
@@ -341,7 +323,7 @@ type Outcome struct {
 	// Extra is what the status template rendered.
 	Extra map[string]any
 	// Revision, when set, is the template revision the status names
-	// (rollout.go).
+	// (reconcile/rolloutgate.go).
 	Revision string
 	// Release, for a chart entry that converged, sets helm-operator's
 	// Deployed condition.
@@ -373,7 +355,7 @@ const maxMessage = 32768
 func setDeployed(conds *[]metav1.Condition, rel *Release, gen int64) {
 	reason := ReasonInstallSuccessful
 	msg := "release was successfully installed"
-	if prev := meta.FindStatusCondition(*conds, templates.ConditionDeployed); prev != nil && prev.Status == metav1.ConditionTrue {
+	if prev := meta.FindStatusCondition(*conds, contract.ConditionDeployed); prev != nil && prev.Status == metav1.ConditionTrue {
 		reason = prev.Reason
 		if rel.Changed {
 			reason = ReasonUpgradeSuccessful
@@ -388,6 +370,6 @@ func setDeployed(conds *[]metav1.Condition, rel *Release, gen int64) {
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage]
 	}
-	meta.SetStatusCondition(conds, metav1.Condition{Type: templates.ConditionDeployed, Status: metav1.ConditionTrue,
+	meta.SetStatusCondition(conds, metav1.Condition{Type: contract.ConditionDeployed, Status: metav1.ConditionTrue,
 		Reason: reason, Message: msg, ObservedGeneration: gen})
 }

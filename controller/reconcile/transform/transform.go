@@ -3,8 +3,8 @@ package transform
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
-	"stencil.dev/stencil/templates"
 )
 
 const annotationLastApplied = "kubectl.kubernetes.io/last-applied-configuration"
@@ -29,7 +29,7 @@ func Lean(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	keepAnnotations(u, drift.AnnotationAppliedHash, templates.AnnotationTemplateRevision)
+	keepAnnotations(u, contract.AnnotationAppliedHash, contract.AnnotationTemplateRevision)
 	drift.CompactManagedFields(u)
 	if spec, ok := u.Object["spec"].(map[string]any); ok {
 		for k := range spec {
@@ -96,7 +96,7 @@ func Parent(obj any) (any, error) {
 		if entries, ok := md["managedFields"].([]any); ok {
 			kept := entries[:0]
 			for _, e := range entries {
-				if m, ok := e.(map[string]any); ok && m["manager"] == drift.FieldManager {
+				if m, ok := e.(map[string]any); ok && m["manager"] == contract.FieldManager {
 					kept = append(kept, e)
 				}
 			}

@@ -60,6 +60,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
@@ -340,7 +341,7 @@ func (c *checker) invariants(ctx context.Context, selector string, expect, forei
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i].Kind < kinds[j].Kind })
 	for _, k := range kinds {
 		l, err := c.dyn.Resource(c.children[k]).Namespace(c.ns).List(ctx, metav1.ListOptions{
-			LabelSelector: templates.LabelManagedBy + "=" + templates.ManagedByValue})
+			LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedByValue})
 		if err != nil {
 			return err
 		}
@@ -544,7 +545,7 @@ func (c *checker) foreign(ctx context.Context, rvs []string) ([]string, map[stri
 			id := u.GetKind() + "/" + u.GetName()
 			names[r.Resource+"/"+u.GetName()] = true
 			for _, m := range u.GetManagedFields() {
-				if m.Manager == "stencil" {
+				if m.Manager == contract.FieldManager {
 					problems = append(problems, fmt.Sprintf("foreign %s: has fields managed by stencil (%s)", id, m.Operation))
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/templates"
 )
@@ -31,7 +32,7 @@ func onRevision(t *testing.T, path string, parent *unstructured.Unstructured) *u
 	sets, err := templates.LoadAll(cfg, templates.Options{})
 	must(t, err)
 	parent = parent.DeepCopy()
-	must(t, unstructured.SetNestedField(parent.Object, sets[0].Revision(), "status", templates.StatusTemplateRevision))
+	must(t, unstructured.SetNestedField(parent.Object, sets[0].Revision(), "status", contract.StatusTemplateRevision))
 	return parent
 }
 
@@ -168,10 +169,10 @@ func rolloutConfigs(t *testing.T) (old, next string) {
 	return config("old.yaml", "deployment.yaml.tmpl"), config("next.yaml", "deployment-next.yaml.tmpl")
 }
 
-// TestRolloutWritesOnlyTheChildrenItChanges: three WebApps as an earlier
-// version of stencil left them, every child carrying the template
-// revision annotation (covered by its applied hash) and no revision in
-// status. The upgraded controller writes nothing for them, neither child
+// TestRolloutWritesOnlyTheChildrenItChanges: three WebApps whose every
+// child carries the template revision annotation (covered by its applied
+// hash) and whose status names no revision, as a stencil that stamps every
+// child leaves them. The controller writes nothing for them, neither child
 // nor status. A change to the Deployment template then moves one resource
 // at a time (maxInFlight 1) with exactly its Deployment apply and one
 // status patch naming the new revision: its Service, whose render did not
@@ -185,7 +186,7 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 		parent := webapp(name, spec)
 		children := renderedLive(t, old, parent, true)
 		for _, ch := range children {
-			if _, ok := ch.GetAnnotations()[templates.AnnotationTemplateRevision]; !ok {
+			if _, ok := ch.GetAnnotations()[contract.AnnotationTemplateRevision]; !ok {
 				t.Fatalf("%s/%s: the fixture's legacy child has no revision annotation", ch.GetKind(), ch.GetName())
 			}
 		}
@@ -224,8 +225,8 @@ func TestRolloutWritesOnlyTheChildrenItChanges(t *testing.T) {
 	}
 	for _, a := range f.client.Actions() {
 		if p, ok := a.(core.PatchAction); ok && a.GetResource().Resource == "deployments" &&
-			strings.Contains(string(p.GetPatch()), templates.AnnotationTemplateRevision) {
-			t.Errorf("the Deployment written on the new revision still carries %s: %s", templates.AnnotationTemplateRevision, p.GetPatch())
+			strings.Contains(string(p.GetPatch()), contract.AnnotationTemplateRevision) {
+			t.Errorf("the Deployment written on the new revision still carries %s: %s", contract.AnnotationTemplateRevision, p.GetPatch())
 		}
 		if p, ok := a.(core.PatchAction); ok && a.GetSubresource() == "status" &&
 			!strings.Contains(string(p.GetPatch()), `"templateRevision"`) {

@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/rollout"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
-	"stencil.dev/stencil/templates"
 )
 
 // Rolling out a template change (an entry's rollout: maxInFlight,
@@ -24,7 +24,7 @@ import (
 // resource is on is read back from the cluster, never kept only in
 // memory: the resource's status names the
 // revision of the templates it was last rendered with
-// (templates.StatusTemplateRevision), once per resource, so that moving a
+// (contract.StatusTemplateRevision), once per resource, so that moving a
 // resource writes only the children whose render changed. A resource on
 // another revision has not moved: it waits for a slot, and until then
 // stencil writes nothing for it, neither children nor status, so its
@@ -32,13 +32,14 @@ import (
 // a halted rollout stays halted.
 //
 // Two other places hold a revision, both per child
-// (templates.AnnotationTemplateRevision). Earlier versions of stencil
-// stamped it on every child: a status without the field is read from its
-// children, and a child keeps the annotation until it is written anyway
-// (drift.LegacyHash), so an upgrade rewrites nothing. And where the CRD's status
-// schema would prune the field, stencil still stamps every child, the only
-// place left that survives a restart: a template change then writes every
-// child of the resources it moves (revisionOnChildren).
+// (contract.AnnotationTemplateRevision). A child may carry the annotation
+// from a stencil that stamped it on every child: a status without the
+// field is then read from its children, and a child keeps the annotation
+// until it is written anyway (drift.LegacyHash), so an upgrade rewrites
+// nothing. And where the CRD's status schema would prune the field,
+// stencil stamps every child, the only place that survives a restart: a
+// template change then writes every child of the resources it moves
+// (revisionOnChildren).
 //
 // A tenant's spec edit to a resource that has not moved yet waits with it:
 // the old templates may be gone (a restart), and rendering the edit with
@@ -153,7 +154,7 @@ func (c *Reconciler) rolloutFor(ctx context.Context, entry *registry.Parent) *ro
 	for _, inf := range entry.Informers {
 		for _, obj := range inf.GetIndexer().List() {
 			u, ok := obj.(*unstructured.Unstructured)
-			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[AnnotationPaused] == "true" {
+			if !ok || u.GetDeletionTimestamp() != nil || u.GetAnnotations()[contract.AnnotationPaused] == "true" {
 				continue
 			}
 			k := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
@@ -214,11 +215,11 @@ func (c *Reconciler) rolloutStateOf(parent *unstructured.Unstructured, revision 
 
 // revisionOf reports whether parent has moved to revision, and whether all
 // of its children have. The status says so when it names a revision;
-// otherwise (an earlier version of stencil, or a schema that prunes the
-// field) the children's annotations do: moved when one carries it, all
-// when every one does.
+// otherwise (children that carry the revision annotation beside a status
+// without the field, or a schema that prunes the field) the children's
+// annotations do: moved when one carries it, all when every one does.
 func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unstructured, revision string) (moved, all bool) {
-	if rev, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); ok && rev != "" {
+	if rev, ok, _ := unstructured.NestedString(parent.Object, "status", contract.StatusTemplateRevision); ok && rev != "" {
 		return rev == revision, rev == revision
 	}
 	all = true
@@ -226,7 +227,7 @@ func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unst
 		if ch == nil {
 			continue
 		}
-		if ch.GetAnnotations()[templates.AnnotationTemplateRevision] == revision {
+		if ch.GetAnnotations()[contract.AnnotationTemplateRevision] == revision {
 			moved = true
 		} else {
 			all = false
@@ -237,7 +238,7 @@ func revisionOf(parent *unstructured.Unstructured, children []*unstructured.Unst
 
 // revisionOnChildren reports whether the entry's revision must be stamped
 // on each child: a rollout entry whose CRD's status schema would prune
-// templates.StatusTemplateRevision.
+// contract.StatusTemplateRevision.
 func (c *Reconciler) revisionOnChildren(entry *registry.Parent) bool {
 	if entry.Res.Rollout == nil {
 		return false
@@ -247,24 +248,25 @@ func (c *Reconciler) revisionOnChildren(entry *registry.Parent) bool {
 }
 
 // prunesRevision reports whether the status schema s drops
-// templates.StatusTemplateRevision.
+// contract.StatusTemplateRevision.
 func prunesRevision(s map[string]any) bool {
-	kept, _ := registry.PruneBySchema(map[string]any{templates.StatusTemplateRevision: "x"}, s).(map[string]any)
-	_, ok := kept[templates.StatusTemplateRevision]
+	kept, _ := registry.PruneBySchema(map[string]any{contract.StatusTemplateRevision: "x"}, s).(map[string]any)
+	_, ok := kept[contract.StatusTemplateRevision]
 	return !ok
 }
 
 // statusRevision returns the revision the status of parent, rendered with
 // entry's templates into the children live, should name: "" for an entry
-// without a rollout, and "" (the status stays without the field) where the
-// children alone already say it, as an earlier version of stencil left
-// them: an upgrade patches no status for it.
+// without a rollout, and "" (the status stays without the field) where
+// the children's revision annotations alone already say it: a status
+// without the field, beside children that all carry the annotation, gets
+// no patch for it.
 func (c *Reconciler) statusRevision(entry *registry.Parent, parent *unstructured.Unstructured, live []*unstructured.Unstructured) string {
 	revision := entry.Set.Revision()
 	if entry.Res.Rollout == nil || revision == "" {
 		return ""
 	}
-	if _, ok, _ := unstructured.NestedString(parent.Object, "status", templates.StatusTemplateRevision); !ok {
+	if _, ok, _ := unstructured.NestedString(parent.Object, "status", contract.StatusTemplateRevision); !ok {
 		if _, all := revisionOf(parent, live, revision); all {
 			return ""
 		}
