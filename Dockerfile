@@ -7,6 +7,7 @@ RUN go mod download
 COPY cmd/ cmd/
 COPY controller/ controller/
 COPY config/ config/
+COPY contract/ contract/
 COPY templates/ templates/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /stencil ./cmd/stencil
