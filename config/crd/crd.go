@@ -1,0 +1,92 @@
+// Package crd generates the CustomResourceDefinition of a config entry
+// that declares its API (an entry's schema): the spec from kro's
+// SimpleSchema notation, from a structural openAPIV3Schema, or from a
+// chart's values (values.schema.json, else the types of values.yaml),
+// narrowed to the value paths tenants may set; stencil's own status
+// fields, typed; CEL rules; printer columns.
+//
+// The choice a newcomer may question: the CRD is built as apiextensions'
+// own Go types and checked with the API server's own validation
+// (apiextensions-apiserver), not written as YAML text. A schema the API
+// server would refuse is refused when the config loads, with the file,
+// entry and field path, instead of at the first apply of the CRD.
+package crd
+
+import (
+	"errors"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// errNotImplemented marks what is not built yet.
+var errNotImplemented = errors.New("not implemented")
+
+// Simple parses an object in kro's SimpleSchema notation: each field name
+// maps to "type | marker=value ...", to a nested mapping (an object), or
+// to "[]T" / "map[string]T". Types: string, integer, number, boolean,
+// object; markers: required, default, minimum, maximum, minLength,
+// maxLength, pattern, enum (values separated by ","), maxItems,
+// maxProperties, description. Errors name the field path under p.
+func Simple(fields map[string]any, p *field.Path) (*apiextensionsv1.JSONSchemaProps, field.ErrorList) {
+	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
+}
+
+// FromJSONSchema translates a chart's values.schema.json (JSON Schema,
+// draft 4 to 2020-12) into a structural OpenAPI v3 schema: $ref within
+// the file is inlined; what a CRD cannot express (e.g. oneOf of different
+// types, patternProperties, $ref to another file) is left out and named
+// in dropped, one line each with its JSON path.
+func FromJSONSchema(doc []byte) (props *apiextensionsv1.JSONSchemaProps, dropped []string, err error) {
+	return nil, nil, errNotImplemented
+}
+
+// FromValues infers a structural schema from the types of a chart's
+// values.yaml: every value present becomes an optional field of its type
+// (a list of the type of its first item; an empty list or map, or a null,
+// preserves unknown fields).
+func FromValues(values map[string]any) *apiextensionsv1.JSONSchemaProps {
+	return nil
+}
+
+// Expose keeps only the value paths listed (dotted, e.g. "image.tag"),
+// with the objects on their way; a path the schema does not have is an
+// error under p, naming it.
+func Expose(props *apiextensionsv1.JSONSchemaProps, paths []string, p *field.Path) (*apiextensionsv1.JSONSchemaProps, field.ErrorList) {
+	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
+}
+
+// Rule is a CEL validation rule over the spec (x-kubernetes-validations).
+type Rule struct {
+	Rule    string
+	Message string
+}
+
+// Column is a printer column a config declares.
+type Column struct {
+	Name, JSONPath, Type, Description string
+	Priority                          int32
+}
+
+// Definition is what a CRD is generated from.
+type Definition struct {
+	// Group, Version and Plural name the resource; Kind its kind.
+	Group, Version, Plural, Kind string
+	ShortNames, Categories       []string
+	// Spec is the spec's schema; Status the fields the status template
+	// writes (nil: none), next to which stencil's own are added.
+	Spec, Status *apiextensionsv1.JSONSchemaProps
+	// Rules are CEL rules over the spec.
+	Rules []Rule
+	// Columns follow Ready and Reason; Age is last.
+	Columns []Column
+	// PreserveUnknownFields keeps undeclared spec fields.
+	PreserveUnknownFields bool
+}
+
+// Build generates the CRD of d and checks it as the API server's
+// validation does (structural schema, CEL rules compile, printer columns);
+// errors name the field path under p.
+func Build(d Definition, p *field.Path) (*apiextensionsv1.CustomResourceDefinition, field.ErrorList) {
+	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
+}
