@@ -21,6 +21,7 @@ import (
 	"reflect"
 	"slices"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -81,9 +82,22 @@ type Resource struct {
 	// resources run where the chart passes it to tpl; without it, that
 	// text is printed as the literal text it is (docs/charts.md).
 	TenantTemplates bool `json:"tenantTemplates,omitempty"`
+	// Kind, with a schema, is the kind of the generated CRD; ShortNames
+	// and Categories are its kubectl names (api.go).
+	Kind       string   `json:"kind,omitempty"`
+	ShortNames []string `json:"shortNames,omitempty"`
+	Categories []string `json:"categories,omitempty"`
+	// Schema, when set, declares the entry's API: stencil generates its
+	// CRD (api.go).
+	Schema *Schema `json:"schema,omitempty"`
 	// ChildrenFromChart says Children were read from the chart's
 	// templates, not from the config.
 	ChildrenFromChart bool `json:"-"`
+	// CRD is the CRD generated from Schema, once the config loaded.
+	CRD *apiextensionsv1.CustomResourceDefinition `json:"-"`
+	// SchemaNotes name what of a chart's values.schema.json a CRD cannot
+	// express, left out of CRD.
+	SchemaNotes []string `json:"-"`
 }
 
 // Values are an entry's overrideValues: --set paths to scalars, kept as
@@ -164,6 +178,7 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	}
 	errs = append(errs, validate(cfg, pathsOf(errs), set)...)
 	errs = append(errs, complete(cfg, pathsOf(errs))...)
+	errs = append(errs, completeAPI(cfg, pathsOf(errs))...)
 	if len(errs) > 0 {
 		sortByEntry(errs)
 		return nil, toErrors(path, func(i int) string { return EntryName(i, cfg.Resources[i]) }, errs)
