@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/klog/v2"
 
@@ -17,10 +18,17 @@ import (
 // refused verbs). It works before Run too (a standby replica keeps its
 // config current), and is safe to call while workers run.
 func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) error {
+	if c.opts.ManageCRDs {
+		// First: a reload whose CRD the API server refuses is refused whole.
+		if err := applyCRDs(ctx, c.opts.Dynamic, cfg, c.mayWrite("") == nil); err != nil {
+			return fmt.Errorf("%s: %w", cfg.Path, err)
+		}
+	}
 	gvrs, err := c.reg.Reconfigure(ctx, cfg, sets)
 	if err != nil {
 		return err
 	}
+	c.config.Store(cfg)
 	c.rec.ForgetUnconfigured()
 	// Those of new entries too, whose informers' first events reached the
 	// workers before the entry was published.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,6 +121,9 @@ type Options struct {
 	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
 	// /healthz and /readyz; empty disables each server.
 	MetricsAddr, HealthAddr string
+	// ManageCRDs applies the CRDs the config's schemas generate at start
+	// and on every reload, and never deletes one (managedcrds.go).
+	ManageCRDs bool
 }
 
 // DefaultWorkers is the number of parallel reconciles when Options.Workers
@@ -157,6 +161,8 @@ type Controller struct {
 	// reg is the watch registry: the configured resources, the child
 	// kinds and their informers, and the CRDs that say what is served.
 	reg *registry.Registry
+	// config is the config running now (New's, then each reload's).
+	config atomic.Pointer[config.Config]
 
 	queue       workqueue.TypedRateLimitingInterface[reconcile.Key]
 	recorder    record.EventRecorder
@@ -241,6 +247,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c.reg = reg
+	c.config.Store(opts.Config)
 	c.rec = reconcile.New(reconcile.Options{
 		Registry: reg, Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
 		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
@@ -435,6 +442,11 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	logger := klog.FromContext(ctx)
 	runCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
+	if c.opts.ManageCRDs {
+		if err := applyCRDs(ctx, c.opts.Dynamic, c.config.Load(), c.mayWrite("") == nil); err != nil {
+			return fmt.Errorf("managing CRDs: %w", err)
+		}
+	}
 	if err := c.reg.StartAndWait(ctx, runCtx, c.opts.CacheSyncTimeout); err != nil {
 		if ctx.Err() != nil {
 			return nil

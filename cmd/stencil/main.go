@@ -7,7 +7,8 @@
 // other subcommands work offline and never read a kubeconfig: validate
 // checks a config and its templates, render prints the children a custom
 // resource would get, rbac prints the least-privilege ClusterRole, argocd
-// prints Argo CD health checks, version prints the version.
+// prints Argo CD health checks, crd prints the CRDs the entries' schemas
+// generate, version prints the version.
 package main
 
 import (
@@ -37,6 +38,7 @@ Commands:
   render     print the children of custom resources as YAML, offline
   rbac       print the least-privilege ClusterRole for a config
   argocd     print Argo CD health checks (argocd-cm entries) for a config
+  crd        print the CRDs of the entries that declare their API (schema)
   diff       show what a config would change in the live cluster, writing nothing
   version    print the version
 
@@ -67,6 +69,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return argocdCommand(rest, stdout, stderr)
 	case "diff":
 		return diffCommand(rest, stdout, stderr)
+	case "crd":
+		return crdCommand(rest, stdout, stderr)
 	case "version":
 		return versionCommand(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

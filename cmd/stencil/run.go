@@ -40,7 +40,7 @@ type runFlags struct {
 	src                                 *sourceFlags
 	workers, burst                      int
 	qps                                 float64
-	leaderElect                         bool
+	leaderElect, manageCRDs             bool
 	leaseNamespace, leaseName, ringName string
 	metricsAddr, healthAddr             string
 	resync, configPoll                  time.Duration
@@ -51,7 +51,7 @@ type runFlags struct {
 func parseRunFlags(args []string) (f runFlags, status int, done bool) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--manage-crds] [--metrics-addr :8080] [--health-addr :8081] [--resync 10m] [--config-poll 5s] [-v N]")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
@@ -68,6 +68,7 @@ func parseRunFlags(args []string) (f runFlags, status int, done bool) {
 	fs.StringVar(&f.healthAddr, "health-addr", ":8081", "listen address of /healthz and /readyz; empty disables it")
 	fs.DurationVar(&f.resync, "resync", 10*time.Minute, "period of the full resync that re-checks every resource")
 	fs.DurationVar(&f.configPoll, "config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
+	fs.BoolVar(&f.manageCRDs, "manage-crds", false, "apply the CRDs the config's schemas generate, at start and on every reload (never deleting one)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -186,6 +187,7 @@ func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg
 		Ring:           controller.Ring{Name: f.ringName, Namespace: f.leaseNamespace},
 		WriteGate:      gate,
 		MetricsAddr:    f.metricsAddr, HealthAddr: f.healthAddr,
+		ManageCRDs: f.manageCRDs,
 	})
 }
 

@@ -1,0 +1,50 @@
+package main
+
+// "stencil crd": the CRDs of the entries that declare their API.
+
+import (
+	"fmt"
+	"io"
+
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/templates"
+)
+
+func crdCommand(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("crd", "--config FILE | --watches FILE")
+	src := addSourceFlags(fs, "stencil.yaml", "config `file` whose entries with a schema get a CRD")
+	if status, done := parseFlags(fs, args, stdout, stderr); done {
+		return status
+	}
+	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
+	if !ok {
+		return exitUsage
+	}
+	for _, r := range cfg.Resources {
+		for _, note := range r.SchemaNotes {
+			fmt.Fprintf(stderr, "stencil crd: %s: %s\n", r, note)
+		}
+	}
+	objs, err := controller.CRDObjects(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil crd: %v\n", err)
+		return exitFailed
+	}
+	if len(objs) == 0 {
+		fmt.Fprintf(stderr, "stencil crd: %s: no entry has a schema\n", cfg.Path)
+	}
+	for i, u := range objs {
+		out, err := yaml.Marshal(u.Object)
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil crd: %v\n", err)
+			return exitFailed
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout, "---")
+		}
+		stdout.Write(out)
+	}
+	return exitOK
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
+	"stencil.dev/stencil/controller/reconcile/drift"
+	"stencil.dev/stencil/controller/registry"
+)
+
+// Managed CRDs (run --manage-crds): the CRDs generated from the entries
+// with a schema are applied at start and on every reload, before the
+// config is swapped in. Each is first sent as a dry run, all of them, so a
+// CRD the API server refuses refuses the reload whole and changes nothing;
+// then each is applied with server-side apply, unless its applied hash says
+// the live CRD already is this one (a restart costs no write). A CRD is
+// never deleted: removing an entry would otherwise delete every tenant's
+// resources with it.
+
+// CRDObjects returns the CRDs cfg generates, as objects to apply, in
+// config order.
+func CRDObjects(cfg *config.Config) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, r := range cfg.Resources {
+		if r.CRD == nil {
+			continue
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r.CRD)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r, err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		delete(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// CRDRule is the rule --manage-crds needs: reading and applying exactly
+// the CRDs cfg generates (an apply that creates is authorised as a create
+// of that name). Nil when cfg generates none.
+func CRDRule(cfg *config.Config) *rbacv1.PolicyRule {
+	var names []string
+	for _, r := range cfg.Resources {
+		if r.CRD != nil {
+			names = append(names, r.CRD.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+		ResourceNames: names, Verbs: []string{"get", "create", "patch"}}
+}
+
+// applyCRDs brings the CRDs of cfg to the cluster (see above). mayWrite
+// says whether this replica writes them (the leader, or the ring member
+// that holds cluster-scoped writes); the others only check them.
+func applyCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config, mayWrite bool) error {
+	objs, err := CRDObjects(cfg)
+	if err != nil || len(objs) == 0 {
+		return err
+	}
+	crds := client.Resource(registry.CRDResource)
+	var errs []error
+	for _, u := range objs {
+		if _, err := drift.StampHash(u); err != nil {
+			return err
+		}
+		_, err := crds.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CRD %s: %w", u.GetName(), err))
+		}
+	}
+	if len(errs) > 0 || !mayWrite {
+		return errors.Join(errs...)
+	}
+	logger := klog.FromContext(ctx)
+	for _, u := range objs {
+		live, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading CRD %s: %w", u.GetName(), err)
+		}
+		if err == nil && live.GetAnnotations()[contract.AnnotationAppliedHash] == u.GetAnnotations()[contract.AnnotationAppliedHash] {
+			continue
+		}
+		if _, err := crds.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true}); err != nil {
+			return fmt.Errorf("applying CRD %s: %w", u.GetName(), err)
+		}
+		logger.Info("Applied CRD", "crd", u.GetName())
+	}
+	return nil
+}
