@@ -23,11 +23,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
@@ -110,6 +113,10 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 			rc.ObserveKind(gvk.GroupKind(), d.Sets[i].ReadsLive())
 		}
 	}
+	crds, err := d.planCRDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := reg.StartAndWait(ctx, runCtx, d.CacheSyncTimeout); err != nil {
@@ -136,7 +143,41 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 	if err := d.syncAll(ctx, rc, rec, keys); err != nil {
 		return nil, err
 	}
-	return rec.report(keys), nil
+	report := rec.report(keys)
+	report.Children = append(crds, report.Children...)
+	return report, nil
+}
+
+// planCRDs asks what applying the CRDs the config generates would change
+// (run --manage-crds applies them): a dry run of each, against the live
+// one.
+func (d *Planner) planCRDs(ctx context.Context) ([]childDiff, error) {
+	objs, err := controller.CRDObjects(d.Config)
+	if err != nil {
+		return nil, err
+	}
+	var out []childDiff
+	client := d.Dynamic.Resource(registry.CRDResource)
+	for _, u := range objs {
+		c := childDiff{Parent: parentRef{Resource: registry.CRDResource.Resource, Name: u.GetName()},
+			Kind: u.GetKind(), Name: u.GetName(), Action: actionCreate}
+		live, err := client.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading CRD %s: %w", u.GetName(), err)
+		}
+		result, err := reconcile.DryRunApply(ctx, client, u)
+		if err != nil {
+			return nil, fmt.Errorf("CRD %s: %w", u.GetName(), err)
+		}
+		if live != nil {
+			c.Action, c.Changes = actionUpdate, objectChanges(live.Object, result.Object, false)
+			if len(c.Changes) == 0 {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // syncAll runs Sync once for every key, d.Workers at a time. A sync's
