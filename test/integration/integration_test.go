@@ -234,6 +234,13 @@ func startConfig(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string) 
 // startWorkers runs a controller with the config at path and workers workers.
 func startWorkers(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, workers int) *running {
 	t.Helper()
+	return startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.Workers = workers })
+}
+
+// startWith runs a controller with the config at path, its options as
+// startConfig's changed by edit.
+func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, edit func(*controller.Options)) *running {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	conf, err := config.Load(path)
@@ -250,10 +257,12 @@ func startWorkers(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string,
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
 	m := controller.NewMetrics()
-	c, err := controller.New(ctx, controller.Options{
+	opts := controller.Options{
 		Config: conf, Sets: sets, Dynamic: dyn, Metadata: metadata.NewForConfigOrDie(cfg), Kube: kube, Mapper: mapper, Metrics: m,
-		Namespace: ns, Workers: workers, ResyncPeriod: time.Hour,
-	})
+		Namespace: ns, Workers: 4, ResyncPeriod: time.Hour,
+	}
+	edit(&opts)
+	c, err := controller.New(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -1,0 +1,284 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/templates"
+)
+
+var (
+	crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	gadgets = schema.GroupVersionResource{Group: "gen.stencil.dev", Version: "v1", Resource: "gadgets"}
+)
+
+// gadgetConfig is a team's own config: a Gadget kind whose API the
+// config declares; extra adds spec fields, version names the version.
+func gadgetConfig(version, extra string) string {
+	return `resources:
+  - group: gen.stencil.dev
+    version: ` + version + `
+    resource: gadgets
+    kind: Gadget
+    shortNames: [gd]
+    schema:
+      spec:
+        image: string | required=true minLength=1
+        replicas: integer | default=1 minimum=0 maximum=5
+        tier: string | enum="web,batch" default="web"` + extra + `
+      validation:
+        - rule: "self.replicas <= 3 || self.image.startsWith('registry.internal/')"
+          message: more than 3 replicas need an image from registry.internal
+      printerColumns:
+        - {name: Image, jsonPath: .spec.image, type: string}
+    templates: [deployment.yaml.tmpl]
+`
+}
+
+const gadgetDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Name | quote }}
+spec:
+  replicas: {{ get .Spec "replicas" 1 | int64 }}
+  selector:
+    matchLabels: {app: {{ .Name | quote }}}
+  template:
+    metadata:
+      labels: {app: {{ .Name | quote }}}
+    spec:
+      containers:
+        - name: main
+          image: {{ .Spec.image | quote }}
+`
+
+// writeConfig writes a config and its template into dir; it returns the
+// config's path.
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "deployment.yaml.tmpl"), []byte(gadgetDeployment), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// kubectl runs the plane's kubectl with stdin; it returns the exit status
+// and what it printed.
+func kubectl(t *testing.T, stdin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode(), out.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String()
+}
+
+// gadget is a Gadget manifest.
+func gadget(ns, name, spec string) string {
+	return fmt.Sprintf("apiVersion: gen.stencil.dev/v1\nkind: Gadget\nmetadata: {name: %s, namespace: %s}\nspec:\n%s", name, ns, spec)
+}
+
+// readyTrue reports whether u's Ready condition is True.
+func readyTrue(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestManagedCRD: a team's config declares a Gadget's API. run
+// --manage-crds creates the CRD; a valid Gadget becomes Ready; a wrong
+// type, a value out of range, a missing required field, an unknown field
+// and a CEL violation are each refused by kubectl apply with the field
+// path, and none of them reaches stencil (never stored, no write of
+// stencil's names them). A reload that adds an optional field updates the
+// CRD, and a Gadget using it becomes Ready; a reload the API server
+// refuses (the version changed under stored objects) leaves the CRD and
+// the running config as they were. A restart of the converged Gadgets, CRD
+// managed, writes nothing.
+func TestManagedCRD(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	ns := fmt.Sprintf("it-crd-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	_ = admin.Resource(crdsGVR).Delete(ctx, "gadgets.gen.stencil.dev", metav1.DeleteOptions{})
+	poll(t, time.Minute, "no Gadget CRD left from an earlier run", func() (bool, error) {
+		_, err := admin.Resource(crdsGVR).Get(ctx, "gadgets.gen.stencil.dev", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), "gadgets.gen.stencil.dev", metav1.DeleteOptions{}) })
+
+	dir := t.TempDir()
+	path := writeConfig(t, dir, gadgetConfig("v1", ""))
+	cnt := &counter{mutating: map[string]int{}}
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	poll(t, time.Minute, "the Gadget CRD, established", func() (bool, error) {
+		_, err := admin.Resource(gadgets).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+
+	if status, out := kubectl(t, gadget(ns, "ok", "  image: registry.k8s.io/pause:3.10\n  replicas: 2\n"), "apply", "-f", "-"); status != 0 {
+		t.Fatalf("kubectl apply of a valid Gadget: exit %d: %s", status, out)
+	}
+	poll(t, 2*time.Minute, "Gadget ok Ready", func() (bool, error) {
+		u, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, "ok", metav1.GetOptions{})
+		return err == nil && readyTrue(u), nil
+	})
+
+	for _, c := range []struct{ name, spec, want string }{
+		{"bad-type", "  image: x\n  replicas: three\n", "spec.replicas"},
+		{"bad-range", "  image: x\n  replicas: 9\n", "spec.replicas"},
+		{"bad-required", "  replicas: 1\n", "spec.image"},
+		{"bad-unknown", "  image: x\n  colour: red\n", "spec.colour"},
+		{"bad-cel", "  image: docker.io/x\n  replicas: 4\n", "more than 3 replicas need an image from registry.internal"},
+		{"bad-enum", "  image: x\n  tier: gpu\n", "spec.tier"},
+	} {
+		status, out := kubectl(t, gadget(ns, c.name, c.spec), "apply", "-f", "-")
+		if status == 0 || !strings.Contains(out, c.want) {
+			t.Errorf("kubectl apply of %s: exit %d, want a refusal naming %q; printed: %s", c.name, status, c.want, out)
+		} else {
+			t.Logf("%s refused: %s", c.name, strings.TrimSpace(out))
+		}
+		if _, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s was stored: %v", c.name, err)
+		}
+		cnt.mu.Lock()
+		writes := cnt.byObject["gadgets/"+c.name] + cnt.byObject["deployments/"+c.name]
+		cnt.mu.Unlock()
+		if writes != 0 {
+			t.Errorf("stencil wrote %d times for %s", writes, c.name)
+		}
+	}
+
+	// A reload that adds an optional field.
+	next := writeConfig(t, dir, gadgetConfig("v1", "\n        size: string | maxLength=10"))
+	if err := reload(ctx, t, r, next); err != nil {
+		t.Fatalf("reload adding spec.size: %v", err)
+	}
+	poll(t, time.Minute, "the CRD with spec.size", func() (bool, error) {
+		u, err := admin.Resource(crdsGVR).Get(ctx, "gadgets.gen.stencil.dev", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		_, ok, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "size")
+		return ok, nil
+	})
+	if status, out := kubectl(t, gadget(ns, "sized", "  image: registry.k8s.io/pause:3.10\n  size: small\n"), "apply", "-f", "-"); status != 0 {
+		t.Fatalf("kubectl apply of a Gadget with spec.size: exit %d: %s", status, out)
+	}
+	poll(t, 2*time.Minute, "Gadget sized Ready", func() (bool, error) {
+		u, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, "sized", metav1.GetOptions{})
+		return err == nil && readyTrue(u), nil
+	})
+
+	// A reload the API server refuses: v2 alone, while Gadgets are stored as v1.
+	before, err := admin.Resource(crdsGVR).Get(ctx, "gadgets.gen.stencil.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := filepath.Join(t.TempDir(), "stencil.yaml")
+	refused = writeConfig(t, filepath.Dir(refused), gadgetConfig("v2", "\n        size: string | maxLength=10"))
+	err = reload(ctx, t, r, refused)
+	if err == nil {
+		t.Fatal("a reload whose CRD the API server refuses was taken")
+	}
+	t.Logf("refused reload: %v", err)
+	after, err := admin.Resource(crdsGVR).Get(ctx, "gadgets.gen.stencil.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Error("the refused reload changed the CRD")
+	}
+	if status, out := kubectl(t, gadget(ns, "ok", "  image: registry.k8s.io/pause:3.10\n  replicas: 3\n"), "apply", "-f", "-"); status != 0 {
+		t.Fatalf("kubectl apply after the refused reload: exit %d: %s", status, out)
+	}
+	poll(t, time.Minute, "the running config to scale ok's Deployment to 3", func() (bool, error) {
+		u, err := admin.Resource(deployments).Namespace(ns).Get(ctx, "ok", metav1.GetOptions{})
+		n, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+		return err == nil && n == 3, nil
+	})
+	poll(t, 2*time.Minute, "Gadget ok Ready again", func() (bool, error) {
+		u, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, "ok", metav1.GetOptions{})
+		return err == nil && readyTrue(u), nil
+	})
+	r.stop(t)
+
+	// A restart, CRD managed, of converged Gadgets: no write.
+	restart := &counter{mutating: map[string]int{}}
+	r = startWith(t, cfg, restart, ns, next, func(o *controller.Options) { o.ManageCRDs = true })
+	r.settle(t, 0, 2)
+	r.stop(t)
+	restart.mu.Lock()
+	defer restart.mu.Unlock()
+	if len(restart.mutating) != 0 {
+		t.Errorf("a restart with a managed CRD wrote: %v", restart.mutating)
+	}
+	t.Logf("restart: %d reads, 0 writes", restart.reads.Load())
+}
+
+// reload loads the config at path and hands it to the running controller.
+func reload(ctx context.Context, t *testing.T, r *running, path string) error {
+	t.Helper()
+	conf, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := templates.LoadAll(conf, templates.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.c.Reconfigure(ctx, conf, sets)
+}
+
+// TestGeneratedCRDsPassTheServer: stencil crd's output for every example
+// config passes kubectl apply --dry-run=server.
+func TestGeneratedCRDsPassTheServer(t *testing.T) {
+	for _, config := range []string{filepath.Join(root, "crds", "stencil.yaml")} {
+		out, err := exec.Command(filepath.Join(root, "bin", "stencil"), "crd", "--config", config).Output()
+		if err != nil {
+			t.Fatalf("stencil crd --config %s: %v", config, err)
+		}
+		if len(bytes.TrimSpace(out)) == 0 {
+			t.Fatalf("stencil crd --config %s printed no CRD", config)
+		}
+		if status, msg := kubectl(t, string(out), "apply", "--dry-run=server", "-f", "-"); status != 0 {
+			t.Errorf("kubectl apply --dry-run=server of stencil crd --config %s: exit %d: %s", config, status, msg)
+		} else {
+			t.Logf("%s: %s", config, strings.TrimSpace(msg))
+		}
+	}
+}
