@@ -22,16 +22,6 @@ import (
 // errNotImplemented marks what is not built yet.
 var errNotImplemented = errors.New("not implemented")
 
-// Simple parses an object in kro's SimpleSchema notation: each field name
-// maps to "type | marker=value ...", to a nested mapping (an object), or
-// to "[]T" / "map[string]T". Types: string, integer, number, boolean,
-// object; markers: required, default, minimum, maximum, minLength,
-// maxLength, pattern, enum (values separated by ","), maxItems,
-// maxProperties, description. Errors name the field path under p.
-func Simple(fields map[string]any, p *field.Path) (*apiextensionsv1.JSONSchemaProps, field.ErrorList) {
-	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
-}
-
 // FromJSONSchema translates a chart's values.schema.json (JSON Schema,
 // draft 4 to 2020-12) into a structural OpenAPI v3 schema: $ref within
 // the file is inlined; what a CRD cannot express (e.g. oneOf of different
