@@ -13,19 +13,8 @@
 package crd
 
 import (
-	"errors"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
-
-// FromJSONSchema translates a chart's values.schema.json (JSON Schema,
-// draft 4 to 2020-12) into a structural OpenAPI v3 schema: $ref within
-// the file is inlined; what a CRD cannot express (e.g. oneOf of different
-// types, patternProperties, $ref to another file) is left out and named
-// in dropped, one line each with its JSON path.
-func FromJSONSchema(doc []byte) (props *apiextensionsv1.JSONSchemaProps, dropped []string, err error) {
-	return nil, nil, errors.New("not implemented")
-}
 
 // Rule is a CEL validation rule over the spec (x-kubernetes-validations).
 type Rule struct {

@@ -56,3 +56,23 @@ func valueSchema(v any) *apiextensionsv1.JSONSchemaProps {
 	// null, or a type YAML does not decode to: any value.
 	return &apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptrTo(true)}
 }
+
+// Complete adds to declared, a chart's values.schema.json translated, the
+// fields it leaves undeclared that values.yaml has, with their inferred
+// schema (FromValues), so that every value path of the chart can be
+// exposed. Helm checks values.yaml against values.schema.json, so a field
+// values.yaml has is one the schema allows. declared is not changed.
+func Complete(declared, inferred *apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps {
+	out := declared.DeepCopy()
+	if out.Type != "object" || out.Properties == nil || inferred == nil {
+		return out
+	}
+	for name, in := range inferred.Properties {
+		if have, ok := out.Properties[name]; ok {
+			out.Properties[name] = *Complete(&have, &in)
+		} else {
+			out.Properties[name] = *in.DeepCopy()
+		}
+	}
+	return out
+}
