@@ -13,48 +13,8 @@
 package crd
 
 import (
-	"errors"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
-
-// errNotImplemented marks what is not built yet.
-var errNotImplemented = errors.New("not implemented")
-
-// Simple parses an object in kro's SimpleSchema notation: each field name
-// maps to "type | marker=value ...", to a nested mapping (an object), or
-// to "[]T" / "map[string]T". Types: string, integer, number, boolean,
-// object; markers: required, default, minimum, maximum, minLength,
-// maxLength, pattern, enum (values separated by ","), maxItems,
-// maxProperties, description. Errors name the field path under p.
-func Simple(fields map[string]any, p *field.Path) (*apiextensionsv1.JSONSchemaProps, field.ErrorList) {
-	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
-}
-
-// FromJSONSchema translates a chart's values.schema.json (JSON Schema,
-// draft 4 to 2020-12) into a structural OpenAPI v3 schema: $ref within
-// the file is inlined; what a CRD cannot express (e.g. oneOf of different
-// types, patternProperties, $ref to another file) is left out and named
-// in dropped, one line each with its JSON path.
-func FromJSONSchema(doc []byte) (props *apiextensionsv1.JSONSchemaProps, dropped []string, err error) {
-	return nil, nil, errNotImplemented
-}
-
-// FromValues infers a structural schema from the types of a chart's
-// values.yaml: every value present becomes an optional field of its type
-// (a list of the type of its first item; an empty list or map, or a null,
-// preserves unknown fields).
-func FromValues(values map[string]any) *apiextensionsv1.JSONSchemaProps {
-	return nil
-}
-
-// Expose keeps only the value paths listed (dotted, e.g. "image.tag"),
-// with the objects on their way; a path the schema does not have is an
-// error under p, naming it.
-func Expose(props *apiextensionsv1.JSONSchemaProps, paths []string, p *field.Path) (*apiextensionsv1.JSONSchemaProps, field.ErrorList) {
-	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
-}
 
 // Rule is a CEL validation rule over the spec (x-kubernetes-validations).
 type Rule struct {
@@ -82,11 +42,4 @@ type Definition struct {
 	Columns []Column
 	// PreserveUnknownFields keeps undeclared spec fields.
 	PreserveUnknownFields bool
-}
-
-// Build generates the CRD of d and checks it as the API server's
-// validation does (structural schema, CEL rules compile, printer columns);
-// errors name the field path under p.
-func Build(d Definition, p *field.Path) (*apiextensionsv1.CustomResourceDefinition, field.ErrorList) {
-	return nil, field.ErrorList{field.InternalError(p, errNotImplemented)}
 }
