@@ -183,6 +183,9 @@ func (r *Resource) chartSpec(c *Config, p *field.Path) (*apiextensionsv1.JSONSch
 		for _, d := range dropped {
 			r.SchemaNotes = append(r.SchemaNotes, r.Chart+"/values.schema.json: "+d)
 		}
+		// Helm checks values.yaml against the schema: what it has and the
+		// schema does not declare is allowed too.
+		spec = crd.Complete(spec, crd.FromValues(ch.Values))
 	} else {
 		spec = crd.FromValues(ch.Values)
 	}

@@ -95,6 +95,10 @@ func statusSchema(declared *apiextensionsv1.JSONSchemaProps, p *field.Path) (*ap
 		}
 		status.Properties[name] = own[name]
 	}
+	// A new resource's status says observedGeneration 0 until stencil's
+	// first status patch: kstatus then reads it as InProgress (0 is less
+	// than any generation), not as Current with no conditions.
+	status.Default = &apiextensionsv1.JSON{Raw: []byte(`{"observedGeneration":0}`)}
 	return status, errs
 }
 
