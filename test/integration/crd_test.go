@@ -264,21 +264,71 @@ func reload(ctx context.Context, t *testing.T, r *running, path string) error {
 	return r.c.Reconfigure(ctx, conf, sets)
 }
 
-// TestGeneratedCRDsPassTheServer: stencil crd's output for every example
-// config passes kubectl apply --dry-run=server.
+// nginxConfig is a chart entry whose API is derived from bitnami nginx's
+// values.schema.json (and values.yaml), narrowed to what tenants may set.
+const nginxConfig = `resources:
+  - group: web.stencil.dev
+    version: v1
+    resource: nginxes
+    kind: Nginx
+    chart: CHART
+    schema: {fromChart: true, expose: [image.tag, replicaCount, service.type]}
+`
+
+// TestGeneratedCRDsPassTheServer: stencil crd's output for a team's
+// config (SimpleSchema, CEL, printer columns) and for bitnami nginx's
+// chart with expose passes kubectl apply --dry-run=server. Installed, the
+// Nginx CRD accepts the exposed values and refuses podSecurityContext,
+// which the chart turns into structure, at kubectl apply.
 func TestGeneratedCRDsPassTheServer(t *testing.T) {
-	for _, config := range []string{filepath.Join(root, "crds", "stencil.yaml")} {
-		out, err := exec.Command(filepath.Join(root, "bin", "stencil"), "crd", "--config", config).Output()
-		if err != nil {
-			t.Fatalf("stencil crd --config %s: %v", config, err)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(restConfig(t))
+	gadgetPath := writeConfig(t, t.TempDir(), gadgetConfig("v1", ""))
+	nginxPath := filepath.Join(t.TempDir(), "stencil.yaml")
+	chart, err := filepath.Abs(filepath.Join(root, "templates", "chart", "testdata", "charts", "nginx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nginxPath, []byte(strings.Replace(nginxConfig, "CHART", chart, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crds := map[string]string{}
+	for _, path := range []string{gadgetPath, nginxPath} {
+		cmd := exec.Command(filepath.Join(root, "bin", "stencil"), "crd", "--config", path)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || len(bytes.TrimSpace(out)) == 0 {
+			t.Fatalf("stencil crd --config %s: %v, %d bytes: %s", path, err, len(out), stderr.String())
 		}
-		if len(bytes.TrimSpace(out)) == 0 {
-			t.Fatalf("stencil crd --config %s printed no CRD", config)
-		}
+		crds[path] = string(out)
 		if status, msg := kubectl(t, string(out), "apply", "--dry-run=server", "-f", "-"); status != 0 {
-			t.Errorf("kubectl apply --dry-run=server of stencil crd --config %s: exit %d: %s", config, status, msg)
+			t.Errorf("kubectl apply --dry-run=server of stencil crd --config %s: exit %d: %s", path, status, msg)
 		} else {
-			t.Logf("%s: %s", config, strings.TrimSpace(msg))
+			t.Logf("%s", strings.TrimSpace(msg))
 		}
+	}
+
+	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), "nginxes.web.stencil.dev", metav1.DeleteOptions{}) })
+	if status, msg := kubectl(t, crds[nginxPath], "apply", "--server-side", "-f", "-"); status != 0 {
+		t.Fatalf("installing the Nginx CRD: exit %d: %s", status, msg)
+	}
+	ns := fmt.Sprintf("it-nginx-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	nginx := func(spec string) string {
+		return fmt.Sprintf("apiVersion: web.stencil.dev/v1\nkind: Nginx\nmetadata: {name: web, namespace: %s}\nspec:\n%s", ns, spec)
+	}
+	poll(t, time.Minute, "the Nginx CRD, established", func() (bool, error) {
+		status, _ := kubectl(t, nginx("  replicaCount: 2\n"), "apply", "--dry-run=server", "-f", "-")
+		return status == 0, nil
+	})
+	if status, msg := kubectl(t, nginx("  replicaCount: 2\n  image: {tag: 1.29.2}\n  service: {type: ClusterIP}\n"), "apply", "--dry-run=server", "-f", "-"); status != 0 {
+		t.Errorf("an Nginx setting the exposed values: exit %d: %s", status, msg)
+	}
+	status, msg := kubectl(t, nginx("  podSecurityContext: {enabled: true, fsGroup: 0}\n"), "apply", "--dry-run=server", "-f", "-")
+	if status == 0 || !strings.Contains(msg, "spec.podSecurityContext") {
+		t.Errorf("an Nginx setting podSecurityContext: exit %d, want a refusal naming spec.podSecurityContext: %s", status, msg)
+	} else {
+		t.Logf("podSecurityContext refused: %s", strings.TrimSpace(msg))
 	}
 }
