@@ -138,7 +138,9 @@ func TestManagedCRD(t *testing.T) {
 		_, err := admin.Resource(crdsGVR).Get(ctx, "gadgets.gen.stencil.dev", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), "gadgets.gen.stencil.dev", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.Resource(crdsGVR).Delete(context.Background(), "gadgets.gen.stencil.dev", metav1.DeleteOptions{})
+	})
 
 	dir := t.TempDir()
 	path := writeConfig(t, dir, gadgetConfig("v1", ""))
@@ -309,7 +311,9 @@ func TestGeneratedCRDsPassTheServer(t *testing.T) {
 		}
 	}
 
-	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), "nginxes.web.stencil.dev", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.Resource(crdsGVR).Delete(context.Background(), "nginxes.web.stencil.dev", metav1.DeleteOptions{})
+	})
 	if status, msg := kubectl(t, crds[nginxPath], "apply", "--server-side", "-f", "-"); status != 0 {
 		t.Fatalf("installing the Nginx CRD: exit %d: %s", status, msg)
 	}
