@@ -83,6 +83,6 @@ expect_eq "kubectl get wa columns" "NAME READY REASON REPLICAS IMAGE AGE" "$head
 mc_header=$(kn get mc | sed -n 1p | tr -s " ")
 expect_eq "kubectl get mc columns" "NAME READY REASON REPLICAS SIZE AGE" "$mc_header"
 wide=$(kn get wa -o wide | sed -n 1p | tr -s ' ')
-expect_eq "kubectl get wa -o wide columns" "NAME READY REASON REPLICAS IMAGE PORT SERVICE AGE MESSAGE" "$wide"
+expect_eq "kubectl get wa -o wide columns" "NAME READY REASON REPLICAS IMAGE PORT SERVICE MESSAGE AGE" "$wide"
 [[ "$(k get stencil -n "$NS" -o name)" == *webapp.apps.example.com/defaults* ]] || fail "category stencil does not list the WebApp"
-ok "wa: $header; mc: $mc_header; wa -o wide adds PORT SERVICE MESSAGE; kubectl get stencil lists both kinds"
+ok "wa: $header; mc: $mc_header; wa -o wide adds PORT SERVICE MESSAGE (before AGE: declared columns come before Age in a generated CRD); kubectl get stencil lists both kinds"
