@@ -126,7 +126,7 @@ func readyTrue(u *unstructured.Unstructured) bool {
 // CRD, and a Gadget using it becomes Ready; a reload the API server
 // refuses (the version changed under stored objects) leaves the CRD and
 // the running config as they were. A restart of the converged Gadgets, CRD
-// managed, writes nothing.
+// managed, and a resync after it write nothing.
 func TestManagedCRD(t *testing.T) {
 	cfg := restConfig(t)
 	ctx := context.Background()
@@ -243,13 +243,22 @@ func TestManagedCRD(t *testing.T) {
 	restart := &counter{mutating: map[string]int{}}
 	r = startWith(t, cfg, restart, ns, next, func(o *controller.Options) { o.ManageCRDs = true })
 	r.settle(t, 0, 2)
+	restart.mu.Lock()
+	restarted := len(restart.mutating)
+	restart.mu.Unlock()
+	// And a forced resync of the converged Gadgets: no write either.
+	reconciled := r.counterValue(t, "stencil_reconcile_total")
+	if n := r.c.EnqueueAll(); n != 2 {
+		t.Errorf("resync enqueued %d Gadgets, want 2", n)
+	}
+	r.settle(t, reconciled, 2)
 	r.stop(t)
 	restart.mu.Lock()
 	defer restart.mu.Unlock()
-	if len(restart.mutating) != 0 {
-		t.Errorf("a restart with a managed CRD wrote: %v", restart.mutating)
+	if restarted != 0 || len(restart.mutating) != 0 {
+		t.Errorf("a restart with a managed CRD, then a resync, wrote: %v", restart.mutating)
 	}
-	t.Logf("restart: %d reads, 0 writes", restart.reads.Load())
+	t.Logf("restart and resync: %d reads, 0 writes", restart.reads.Load())
 }
 
 // reload loads the config at path and hands it to the running controller.
