@@ -184,8 +184,13 @@ func TestManagedCRD(t *testing.T) {
 		}
 	}
 
-	// A reload that adds an optional field.
+	// A reload that adds an optional field, planned first: stencil diff
+	// shows the CRD's change.
 	next := writeConfig(t, dir, gadgetConfig("v1", "\n        size: string | maxLength=10"))
+	if status, out := runDiff(t, next, ns, "-o", "json"); status != 1 || !strings.Contains(out, `"kind": "CustomResourceDefinition"`) ||
+		!strings.Contains(out, "properties.spec.properties.size") {
+		t.Errorf("stencil diff of the config adding spec.size: exit %d, want 1 and the CRD's update naming spec.size:\n%s", status, out)
+	}
 	if err := reload(ctx, t, r, next); err != nil {
 		t.Fatalf("reload adding spec.size: %v", err)
 	}
