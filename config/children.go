@@ -211,6 +211,9 @@ func (c *Config) Warnings() []string {
 					c.Path, EntryName(i, r), j, k.GVK().GroupKind(), r.Resource))
 			}
 		}
+		for _, note := range r.SchemaNotes {
+			out = append(out, fmt.Sprintf("%s: %s: schema: %s", c.Path, EntryName(i, r), note))
+		}
 	}
 	return out
 }

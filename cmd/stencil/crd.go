@@ -22,10 +22,8 @@ func crdCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	for _, r := range cfg.Resources {
-		for _, note := range r.SchemaNotes {
-			fmt.Fprintf(stderr, "stencil crd: %s: %s\n", r, note)
-		}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning: "+w)
 	}
 	objs, err := controller.CRDObjects(cfg)
 	if err != nil {
