@@ -308,3 +308,26 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	write(t, to, read(t, from))
 }
+
+// An entry with a schema: its generated CRD is printed (before the roles),
+// and --manage-crds runs with it and grants the CRD rule.
+func TestManifestsGeneratedCRDs(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "d.yaml.tmpl"), "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Name }}\n")
+	cfgPath := filepath.Join(dir, "stencil.yaml")
+	write(t, cfgPath, "resources:\n  - group: a.example.com\n    version: v1\n    resource: gadgets\n    kind: Gadget\n"+
+		"    templates: [d.yaml.tmpl]\n    schema:\n      spec:\n        image: string\n")
+	out, objs := manifestsOf(t, "--config", cfgPath, "--manage-crds")
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	if i := slices.Index(kinds, "CustomResourceDefinition"); i < 0 || i > slices.Index(kinds, "ClusterRole") {
+		t.Errorf("kinds %v: want a CustomResourceDefinition before the ClusterRole", kinds)
+	}
+	for _, s := range []string{"name: gadgets.a.example.com", "- --manage-crds", "customresourcedefinitions"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the output lacks %q", s)
+		}
+	}
+}
