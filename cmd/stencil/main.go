@@ -8,7 +8,8 @@
 // checks a config and its templates, render prints the children a custom
 // resource would get, rbac prints the least-privilege ClusterRole, argocd
 // prints Argo CD health checks, crd prints the CRDs the entries' schemas
-// generate, version prints the version.
+// generate, manifests prints everything a cluster needs to run stencil with
+// a config (manifests.go), version prints the version.
 package main
 
 import (
@@ -39,6 +40,7 @@ Commands:
   rbac       print the least-privilege ClusterRole for a config
   argocd     print Argo CD health checks (argocd-cm entries) for a config
   crd        print the CRDs of the entries that declare their API (schema)
+  manifests  print everything a cluster needs to run stencil with a config
   diff       show what a config would change in the live cluster, writing nothing
   version    print the version
 
@@ -71,6 +73,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return diffCommand(rest, stdout, stderr)
 	case "crd":
 		return crdCommand(rest, stdout, stderr)
+	case "manifests":
+		return manifestsCommand(rest, stdout, stderr)
 	case "version":
 		return versionCommand(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

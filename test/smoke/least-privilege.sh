@@ -9,7 +9,8 @@
 # (STENCIL_SMOKE_ROLE likewise for the Lease Role of deploy/base/role.yaml). The
 # plane runs the OwnerReferencesPermissionEnforcement admission plugin, as
 # OpenShift does, so blockOwnerDeletion needs the finalizers rule. The config is
-# crds/stencil.yaml, which the Deployment in deploy/ mounts (crds/kustomization.yaml).
+# crds/stencil.yaml, which the Deployment in deploy/ mounts (deploy/manifests.yaml,
+# the output of stencil manifests).
 # Last, the same identity runs a ring member (--ring), which also lists and
 # watches the namespaces it divides.
 # shellcheck source=test/smoke/lib.sh
@@ -100,7 +101,7 @@ step "kubectl apply -k deploy/ --dry-run=server is accepted"
 # A server-side dry run creates nothing, so the namespaced objects need
 # stencil-system to exist already; it is made here (and removed) if absent.
 if ! k get namespace stencil-system >/dev/null 2>&1; then
-  create_once k apply -f "$smoke_root/deploy/base/namespace.yaml" >/dev/null
+  create_once k create namespace stencil-system >/dev/null
   defer "$KUBECTL" delete namespace stencil-system --wait=false
 fi
 out=$(k apply -k "$smoke_root/deploy/" --dry-run=server 2>&1) || fail "apply -k deploy/ --dry-run=server: $out"
