@@ -350,3 +350,45 @@ func TestGeneratedCRDsPassTheServer(t *testing.T) {
 		t.Logf("podSecurityContext refused: %s", strings.TrimSpace(msg))
 	}
 }
+
+// TestManifestsPassTheServer: stencil manifests' output, for the example
+// config and for a config serving bitnami nginx (a chart with a subchart),
+// passes kubectl apply --dry-run=server, in a namespace of the test's.
+func TestManifestsPassTheServer(t *testing.T) {
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(restConfig(t))
+	ns := fmt.Sprintf("it-manifests-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	chart, err := filepath.Abs(filepath.Join(root, "templates", "chart", "testdata", "charts", "nginx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A chart is mounted from under its config's directory: copy it there.
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-r", chart, filepath.Join(dir, "nginx")).CombinedOutput(); err != nil {
+		t.Fatalf("copying the chart: %v: %s", err, out)
+	}
+	nginxPath := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(nginxPath, []byte(strings.Replace(nginxConfig, "CHART", "nginx", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ config, want string }{
+		{filepath.Join(root, "crds", "stencil.yaml"), "deployment.apps/stencil created (server dry run)"},
+		{nginxPath, "customresourcedefinition.apiextensions.k8s.io/nginxes.web.stencil.dev created (server dry run)"},
+	} {
+		cmd := exec.Command(filepath.Join(root, "bin", "stencil"), "manifests", "--config", c.config, "--namespace", ns, "--manage-crds")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("stencil manifests --config %s: %v: %s", c.config, err, stderr.String())
+		}
+		// The Namespace exists already (the test's): the rest is checked.
+		status, msg := kubectl(t, string(out), "apply", "--dry-run=server", "-f", "-")
+		if status != 0 || !strings.Contains(msg, c.want) {
+			t.Errorf("kubectl apply --dry-run=server of stencil manifests --config %s: exit %d, want %q:\n%s", c.config, status, c.want, msg)
+			continue
+		}
+		t.Logf("%s: %d objects accepted", c.config, strings.Count(msg, "(server dry run)"))
+	}
+}
