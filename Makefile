@@ -25,6 +25,7 @@ build: ## Build bin/stencil
 
 tools: ## Build the pinned control-plane binaries, kwok and promtool into bin/ (skipped when up to date)
 	test/tools/install.sh
+	test/tools/promtool/install.sh
 
 promtool: ## Build the pinned promtool into bin/ (skipped when up to date; make tools builds it too)
 	test/tools/promtool/install.sh

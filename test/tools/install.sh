@@ -6,10 +6,10 @@
 # The binaries are rebuilt only when what they are built from changes: the
 # pinned versions (this module's go.mod and go.sum), the Go toolchain and the
 # link flags. bin/.tools.stamp holds a hash of those.
-# promtool has a module and a stamp of its own: promtool/install.sh.
+# promtool has a module and a stamp of its own (promtool/install.sh); make
+# tools builds both, while make run (through test/cluster/up.sh) builds only
+# what the plane runs.
 set -euo pipefail
-
-"$(dirname "$0")/promtool/install.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
