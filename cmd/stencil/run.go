@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,9 @@ type runFlags struct {
 	metricsAddr, healthAddr             string
 	resync, configPoll                  time.Duration
 	lease                               ha.Timings
+	loggingFormat                       string
+	// verbosity is klog's -v, which the JSON logger applies too.
+	verbosity int
 }
 
 // parseRunFlags parses the flags of "stencil run"; done says the command
@@ -57,7 +61,7 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, don
 	// hidden are accepted but not listed by -h: the old names.
 	hidden := map[string]bool{}
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--manage-crds] [--metrics-bind-address :8080] [--health-probe-bind-address :8081] [--resync 10m] [--config-poll 5s] [-v N]")
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--manage-crds] [--metrics-bind-address :8080] [--health-probe-bind-address :8081] [--resync 10m] [--config-poll 5s] [--logging-format text|json] [-v N]")
 		printDefaults(fs, hidden)
 	}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")
@@ -80,6 +84,7 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, don
 	deprecatedAlias(fs, hidden, "health-addr", "health-probe-bind-address")
 	fs.DurationVar(&f.resync, "resync", 10*time.Minute, "period of the full resync that re-checks every resource")
 	fs.DurationVar(&f.configPoll, "config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
+	fs.StringVar(&f.loggingFormat, "logging-format", loggingText, "log format: text (klog's) or json (one JSON object per line, as Kubernetes' components write it)")
 	fs.BoolVar(&f.manageCRDs, "manage-crds", false, "apply the CRDs the config's schemas generate, at start and on every reload (never deleting one)")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +104,13 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, don
 	if errs := validation.IsDNS1123Label(f.ringName); f.ringName != "" && len(errs) > 0 {
 		fmt.Fprintf(stderr, "--ring %q: %s\n", f.ringName, strings.Join(errs, "; "))
 		return f, 2, true
+	}
+	if f.loggingFormat != loggingText && f.loggingFormat != loggingJSON {
+		fmt.Fprintf(stderr, "--logging-format %q: want %s or %s\n", f.loggingFormat, loggingText, loggingJSON)
+		return f, 2, true
+	}
+	if v, err := strconv.Atoi(fs.Lookup("v").Value.String()); err == nil {
+		f.verbosity = v
 	}
 	if err := f.lease.Validate(); err != nil {
 		fmt.Fprintf(stderr, "--leader-elect-lease-duration %s, --leader-elect-renew-deadline %s, --leader-elect-retry-period %s: %v\n",
@@ -148,6 +160,10 @@ func runCommand(args []string) int {
 	f, status, done := parseRunFlags(args, os.Stderr)
 	if done {
 		return status
+	}
+	if err := setupLogging(f.loggingFormat, f.verbosity, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
 	// Helm's libraries (chart mode) warn through the standard library's
 	// log: into klog, with the rest.
