@@ -438,6 +438,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.opts.LeaderElection.Enabled {
 		return c.runLeaderElected(ctx)
 	}
+	// A ring member works on its share, and a lone replica on everything:
+	// each leads, as stencil_leader counts it.
+	c.opts.Metrics.setLeader(true)
 	if c.opts.Ring.Name != "" {
 		return c.runRing(ctx)
 	}

@@ -176,6 +176,7 @@ func runCommand(args []string) int {
 
 	metrics := controller.NewMetrics()
 	metrics.RegisterClientMetrics()
+	metrics.SetBuildInfo(version)
 	// A config file is checked before the cluster is touched; a watches
 	// file and every chart need discovery (plurals, .Capabilities).
 	if *f.src.config != "" && *f.src.watches == "" {
