@@ -58,8 +58,10 @@ type runFlags struct {
 func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, done bool) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	// hidden are accepted but not listed by -h: the old names.
+	// hidden are accepted but not listed by -h: the old names, and klog's
+	// flags other than -v and -vmodule (listed by --help-all).
 	hidden := map[string]bool{}
+	var helpAll bool
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--manage-crds] [--metrics-bind-address :8080] [--health-probe-bind-address :8081] [--resync 10m] [--config-poll 5s] [--logging-format text|json] [-v N]")
 		printDefaults(fs, hidden)
@@ -86,12 +88,20 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, don
 	fs.DurationVar(&f.configPoll, "config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
 	fs.StringVar(&f.loggingFormat, "logging-format", loggingText, "log format: text (klog's) or json (one JSON object per line, as Kubernetes' components write it)")
 	fs.BoolVar(&f.manageCRDs, "manage-crds", false, "apply the CRDs the config's schemas generate, at start and on every reload (never deleting one)")
-	klog.InitFlags(fs)
+	fs.BoolVar(&helpAll, "help-all", false, "list every flag, klog's too (-logtostderr, -log_file, ...)")
+	klogHidden := addKlogFlags(fs, hidden)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, 0, true
 		}
 		return f, 2, true
+	}
+	if helpAll {
+		for _, name := range klogHidden {
+			delete(hidden, name)
+		}
+		fs.Usage()
+		return f, 0, true
 	}
 	if *f.src.config == "" && *f.src.watches == "" || fs.NArg() > 0 {
 		fs.Usage()
@@ -135,6 +145,24 @@ func deprecatedAlias(fs *flag.FlagSet, hidden map[string]bool, old, current stri
 		return target.Value.Set(v)
 	})
 	hidden[old] = true
+}
+
+// addKlogFlags adds klog's flags to fs, every one but -v and -vmodule
+// hidden: they are accepted as before, and -h lists only what a stencil
+// user sets (--help-all lists them all). It returns the hidden names.
+func addKlogFlags(fs *flag.FlagSet, hidden map[string]bool) []string {
+	var names []string
+	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kfs)
+	kfs.VisitAll(func(f *flag.Flag) {
+		fs.Var(f.Value, f.Name, f.Usage)
+		fs.Lookup(f.Name).DefValue = f.DefValue
+		if f.Name != "v" && f.Name != "vmodule" {
+			hidden[f.Name] = true
+			names = append(names, f.Name)
+		}
+	})
+	return names
 }
 
 // printDefaults prints the flags of fs as flag.PrintDefaults does, leaving

@@ -98,3 +98,33 @@ func TestRunHelpHidesOldNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRunHelpHidesKlogFlags checks that -h lists -v and -vmodule of klog's
+// flags, --help-all every one, and that the hidden ones still parse.
+func TestRunHelpHidesKlogFlags(t *testing.T) {
+	var help, all bytes.Buffer
+	parseRunFlags([]string{"-h"}, &help)
+	if _, status, done := parseRunFlags([]string{"--help-all"}, &all); !done || status != 0 {
+		t.Fatalf("--help-all: status %d, done %v", status, done)
+	}
+	for _, name := range []string{"  -v value", "  -vmodule value"} {
+		if !strings.Contains(help.String(), name) {
+			t.Errorf("-h does not list %q", name)
+		}
+	}
+	for _, name := range []string{"  -logtostderr", "  -log_file ", "  -skip_headers", "  -add_dir_header"} {
+		if strings.Contains(help.String(), name) {
+			t.Errorf("-h lists klog's %q", name)
+		}
+		if !strings.Contains(all.String(), name) {
+			t.Errorf("--help-all does not list %q", name)
+		}
+	}
+	if strings.Contains(all.String(), "-metrics-addr ") {
+		t.Error("--help-all lists the deprecated --metrics-addr")
+	}
+	var stderr bytes.Buffer
+	if _, status, done := parseRunFlags([]string{"--config", "c.yaml", "-v=2", "--vmodule=sync=4", "--logtostderr=true", "--add_dir_header=false"}, &stderr); done {
+		t.Errorf("klog's flags: status %d: %s", status, stderr.String())
+	}
+}
