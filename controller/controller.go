@@ -111,6 +111,10 @@ type Options struct {
 	FirstStatusDelay time.Duration
 	// LeaderElection, when enabled, runs the workers only while holding the Lease.
 	LeaderElection LeaderElection
+	// LeaseTimings are the durations of the leader-election Lease and of a
+	// ring member's Lease (zero: ha.DefaultTimings); New refuses timings
+	// that fail ha.Timings.Validate.
+	LeaseTimings ha.Timings
 	// WriteGate, when set, is the gate in the clients' transport
 	// (rest.Config.Wrap(WriteGate.Wrap)); New gives it this Controller's
 	// write fence.
@@ -151,6 +155,9 @@ func (o *Options) defaults() {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
+	}
+	if o.LeaseTimings == (ha.Timings{}) {
+		o.LeaseTimings = ha.DefaultTimings
 	}
 }
 
@@ -207,7 +214,10 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[reconcile.Key](),
 			workqueue.TypedRateLimitingQueueConfig[reconcile.Key]{Name: "stencil", MetricsProvider: opts.Metrics.queue}),
 		health:       &health{},
-		leaseTimings: ha.DefaultTimings,
+		leaseTimings: opts.LeaseTimings,
+	}
+	if err := opts.LeaseTimings.Validate(); err != nil {
+		return nil, fmt.Errorf("controller: lease timings: %w", err)
 	}
 	if opts.Ring.Name != "" && opts.LeaderElection.Enabled {
 		return nil, errors.New("controller: a ring and leader election are exclusive: every ring member works, on its share")
@@ -428,6 +438,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.opts.LeaderElection.Enabled {
 		return c.runLeaderElected(ctx)
 	}
+	// A ring member works on its share, and a lone replica on everything:
+	// each leads, as stencil_leader counts it.
+	c.opts.Metrics.setLeader(true)
 	if c.opts.Ring.Name != "" {
 		return c.runRing(ctx)
 	}

@@ -35,9 +35,14 @@ func (c *Controller) runLeaderElected(ctx context.Context) error {
 	// Set before the workers start, read by them and by the event sink.
 	c.fence = func(string) error { return lock.Allow() }
 	c.health.standby.Store(true)
+	c.opts.Metrics.setLeader(false)
 	return ha.Lead(ctx, lock, le.Name, t, func(workCtx context.Context) error {
 		logger.Info("Acquired the Lease", "lease", klog.KRef(le.Namespace, le.Name), "identity", id)
 		c.health.standby.Store(false)
+		c.opts.Metrics.setLeader(true)
+		// Not leading once the work ends: drained on SIGTERM before the
+		// Lease is released, or cancelled when it was lost.
+		defer c.opts.Metrics.setLeader(false)
 		// In-flight work drains on SIGTERM (ctx) and is cancelled at once
 		// when the Lease is lost: another replica may already be writing.
 		err := c.runWorkers(workCtx, func() bool { return ctx.Err() == nil })

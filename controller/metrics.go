@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,8 @@ type Metrics struct {
 	served            *prometheus.GaugeVec
 	reloadOK          prometheus.Gauge
 	reloadTime        prometheus.Gauge
+	buildInfo         *prometheus.GaugeVec
+	leader            prometheus.Gauge
 	queue             workqueue.MetricsProvider
 	// reconcile holds the collectors of what syncs write and render.
 	reconcile *reconcile.Metrics
@@ -66,13 +69,36 @@ func NewMetrics() *Metrics {
 			Name: "stencil_config_last_reload_success_timestamp_seconds",
 			Help: "Timestamp of the last successful config load or reload.",
 		}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stencil_build_info",
+			Help: "1, labelled with the version of stencil and of Go it was built with.",
+		}, []string{"version", "go_version"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_leader",
+			Help: "1 while this replica may work: it holds the leader-election Lease, runs without leader election, or is a ring member; 0 while it stands by.",
+		}),
 	}
-	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime,
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime, m.buildInfo, m.leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	m.reconcile = reconcile.NewMetrics(reg)
 	m.ring = ring.NewMetrics(reg)
 	return m
+}
+
+// SetBuildInfo sets stencil_build_info for this binary's version.
+func (m *Metrics) SetBuildInfo(version string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}
+
+// setLeader sets stencil_leader: whether this replica works now.
+func (m *Metrics) setLeader(leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leader.Set(v)
 }
 
 // ConfigLoaded records a config load or reload attempt: ok says whether

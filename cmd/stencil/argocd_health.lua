@@ -53,6 +53,13 @@ if isTrue(stalled) then
   hs.message = describe(stalled)
   return hs
 end
+-- A child that failed (a rollout past its progress deadline) waits for a
+-- person; a stencil that predates it being Stalled said Reconciling.
+if ready ~= nil and ready.status == "False" and ready.reason == "ChildFailed" then
+  hs.status = "Degraded"
+  hs.message = describe(ready)
+  return hs
+end
 if isTrue(reconciling) then
   hs.message = describe(reconciling)
   return hs

@@ -29,6 +29,7 @@ func TestArgoCDHealth(t *testing.T) {
 	renderMsg := `webapp/deployment.yaml.tmpl:32: map has no entry for key "image"`
 	applyMsg := `applying Service/demo: Service "demo" is invalid: spec.ports[1].name: Duplicate value: "http"`
 	conflictMsg := "Deployment/demo exists and is not controlled by WebApp demo"
+	childMsg := "Deployment/demo: Progress deadline exceeded"
 	pausedMsg := `stencil.dev/paused is "true": stencil makes no writes for this resource`
 
 	for _, tc := range []struct {
@@ -64,6 +65,10 @@ func TestArgoCDHealth(t *testing.T) {
 			"Degraded", "RenderFailed"},
 		{"Stalled, observedGeneration behind", gen + status(2, cond("Ready", "False", "RenderFailed", renderMsg), cond("Stalled", "True", "RenderFailed", renderMsg)),
 			"Progressing", "Waiting for stencil to observe generation 3"},
+		{"Stalled ChildFailed", gen + status(3, cond("Ready", "False", "ChildFailed", childMsg), cond("Stalled", "True", "ChildFailed", childMsg)),
+			"Degraded", childMsg},
+		{"ChildFailed with Reconciling (older stencil)", gen + status(3, cond("Ready", "False", "ChildFailed", childMsg), cond("Reconciling", "True", "ChildFailed", childMsg)),
+			"Degraded", childMsg},
 		{"Ready False RenderFailed, no Stalled (Ready alone)", gen + status(3, cond("Ready", "False", "RenderFailed", renderMsg)),
 			"Degraded", renderMsg},
 		{"Ready False ApplyFailed, no Stalled (Ready alone)", gen + status(3, cond("Ready", "False", "ApplyFailed", applyMsg)),

@@ -421,7 +421,7 @@ func deployment(o manifestOptions, cms []*configMap) *appsv1.Deployment {
 	if o.manageCRDs {
 		args = append(args, "--manage-crds")
 	}
-	args = append(args, "--metrics-addr=:8080", "--health-addr=:8081")
+	args = append(args, "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081")
 	var sources []corev1.VolumeProjection
 	for _, cm := range cms {
 		sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{

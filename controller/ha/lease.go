@@ -147,6 +147,22 @@ type Timings struct {
 // DefaultTimings are client-go's recommended values.
 var DefaultTimings = Timings{Lease: 15 * time.Second, Renew: 10 * time.Second, Retry: 2 * time.Second}
 
+// Validate says whether the timings can work: a Lease outlives its renew
+// deadline, which outlasts a retry with client-go's jitter
+// (leaderelection.JitterFactor, 1.2), which is positive. client-go's elector
+// refuses other values only once it starts; this names the flags at once.
+func (t Timings) Validate() error {
+	switch {
+	case t.Retry <= 0:
+		return fmt.Errorf("the retry period (%s) must be positive", t.Retry)
+	case t.Renew <= time.Duration(leaderelection.JitterFactor*float64(t.Retry)):
+		return fmt.Errorf("the renew deadline (%s) must be longer than %.1f times the retry period (%s)", t.Renew, leaderelection.JitterFactor, t.Retry)
+	case t.Lease <= t.Renew:
+		return fmt.Errorf("the lease duration (%s) must be longer than the renew deadline (%s)", t.Lease, t.Renew)
+	}
+	return nil
+}
+
 // Identity is given, or the hostname with a UUID: the suffix keeps
 // two processes on one host (or a restarted pod whose old Lease has not
 // expired) from taking each other for the holder.

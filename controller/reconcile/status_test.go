@@ -201,6 +201,25 @@ func TestConditionsInEachState(t *testing.T) {
 			ready: "False/ApplyFailed", progress: "Reconciling/ApplyFailed",
 		},
 		{
+			name: "a Deployment is past its progress deadline, was converging",
+			objects: func(t *testing.T) (cache, api []*unstructured.Unstructured) {
+				p, children := converged(t, webapp("demo", demoSpec()))
+				p = withConditions(p, wasConverging...)
+				for _, c := range children {
+					if c.GetKind() == "Deployment" {
+						must(t, unstructured.SetNestedField(c.Object, int64(0), "status", "availableReplicas"))
+						must(t, unstructured.SetNestedSlice(c.Object, []any{map[string]any{
+							"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+							"message": `ReplicaSet "demo-1" has timed out progressing.`,
+						}}, "status", "conditions"))
+					}
+				}
+				return append([]*unstructured.Unstructured{p}, children...), nil
+			},
+			actions: []string{"patch webapps/status demo"}, err: "none",
+			ready: "False/ChildFailed", progress: "Stalled/ChildFailed",
+		},
+		{
 			name: "a foreign Service holds the name",
 			objects: func(t *testing.T) (cache, api []*unstructured.Unstructured) {
 				p, children := converged(t, webapp("demo", demoSpec()))

@@ -178,6 +178,8 @@ var knownMetrics = map[string]bool{
 	"stencil_cached_resources":                             true,
 	"stencil_config_last_reload_successful":                true,
 	"stencil_config_last_reload_success_timestamp_seconds": true,
+	"stencil_build_info":                                   true,
+	"stencil_leader":                                       true,
 	"workqueue_depth":                                      true,
 	"workqueue_adds_total":                                 true,
 	"workqueue_retries_total":                              true,

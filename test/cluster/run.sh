@@ -79,7 +79,7 @@ trap 'kill "$helper" 2>/dev/null || true' EXIT
 # The controller runs in the foreground so that Ctrl-C reaches it directly.
 # tee ignores SIGINT so that the controller's shutdown logs still get through.
 args=(--config crds/stencil.yaml --kubeconfig "$kubeconfig" --manage-crds
-  --health-addr "127.0.0.1:$health_port" --metrics-addr "127.0.0.1:$metrics_port" "$@")
+  --health-probe-bind-address "127.0.0.1:$health_port" --metrics-bind-address "127.0.0.1:$metrics_port" "$@")
 echo "run: bin/stencil run ${args[*]}"
 rc=0
 bin/stencil run "${args[@]}" 2>&1 |

@@ -206,7 +206,7 @@ launch_replica() {
   local scope=(--namespace "$NS")
   [ "${FAULTS_SCOPE-unset}" = unset ] || scope=()
   "$STENCIL" run --config "$FAULTS_CONFIG" "${scope[@]}" --kubeconfig "$WORK/kubeconfig-$tag" \
-    --metrics-addr "127.0.0.1:${RMETRICS[$tag]}" --health-addr "127.0.0.1:${RHEALTH[$tag]}" "$@" \
+    --metrics-bind-address "127.0.0.1:${RMETRICS[$tag]}" --health-probe-bind-address "127.0.0.1:${RHEALTH[$tag]}" "$@" \
     >>"${RLOG[$tag]}" 2>&1 &
   RPID[$tag]=$!
   RRC[$tag]=""

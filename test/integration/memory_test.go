@@ -128,7 +128,7 @@ func startProcessArgs(b *testing.B, name, bin string, args ...string) *process {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, append(append([]string{"run"}, args...), "--metrics-addr", metricsAddr, "--health-addr", healthAddr)...)
+	cmd := exec.Command(bin, append(append([]string{"run"}, args...), "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -27,6 +27,11 @@ for series in \
 done
 ok "reconcile, status patch, render error and child write series at 0"
 
+step "stencil_build_info names the version, and stencil_leader is 1 without leader election"
+grep -qE '^stencil_build_info\{go_version="go[^"]+",version="[^"]+"\} 1$' <<<"$metrics" || fail "/metrics lacks stencil_build_info"
+grep -qxF 'stencil_leader 1' <<<"$metrics" || fail "/metrics lacks 'stencil_leader 1'"
+ok "$(grep '^stencil_build_info' <<<"$metrics"), stencil_leader 1"
+
 step "a WebApp's create shows in the counters"
 apply_samples_ready webapp
 metrics=$(scrape_metrics)

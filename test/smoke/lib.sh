@@ -155,7 +155,7 @@ start_stencil() {
   STENCIL_LOG="$SMOKE_LOGS/$SCENARIO-$NS.log"
   echo "--- stencil run $source $config --namespace $NS $*" >>"$STENCIL_LOG"
   "$STENCIL" run "$source" "$config" --namespace "$NS" --kubeconfig "$KUBECONFIG" \
-    --metrics-addr "127.0.0.1:$STENCIL_METRICS" --health-addr "127.0.0.1:$STENCIL_HEALTH" --resync 1m "$@" \
+    --metrics-bind-address "127.0.0.1:$STENCIL_METRICS" --health-probe-bind-address "127.0.0.1:$STENCIL_HEALTH" --resync 1m "$@" \
     >>"$STENCIL_LOG" 2>&1 &
   STENCIL_PID=$!
   local deadline=$((SECONDS + 60))

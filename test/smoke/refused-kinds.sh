@@ -35,7 +35,7 @@ OUT=$("$STENCIL" validate --config "$cfg" 2>&1 || true)
 [[ "$OUT" == *"stencil.yaml: resources[0] (webapps.v1beta1.apps.example.com): children[1]: ClusterRoleBinding.rbac.authorization.k8s.io is cluster-scoped"* ]] ||
   fail "unexpected message: $OUT"
 rc=0
-"$STENCIL" run --config "$cfg" --namespace "$NS" --kubeconfig "$KUBECONFIG" --metrics-addr "" --health-addr "" >/dev/null 2>&1 || rc=$?
+"$STENCIL" run --config "$cfg" --namespace "$NS" --kubeconfig "$KUBECONFIG" --metrics-bind-address "" --health-probe-bind-address "" >/dev/null 2>&1 || rc=$?
 expect_eq "stencil run exit status" 2 "$rc"
 ok "exit 2: $OUT"
 

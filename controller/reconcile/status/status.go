@@ -70,7 +70,12 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	cond := readyCondition(status, out, gen)
 	conds := Conditions(status)
 	meta.SetStatusCondition(&conds, cond)
-	setProgress(&conds, cond, out.Stalled)
+	// A child that failed (a rollout past its progress deadline, a Job
+	// out of retries) waits for a person, as a rejected child does:
+	// Stalled, so that kstatus, Flux and Argo CD say Failed, not
+	// InProgress. stencil still watches it, and Stalled goes when it
+	// recovers.
+	setProgress(&conds, cond, out.Stalled || cond.Reason == ReasonChildFailed)
 	if out.Release != nil && out.FailReason == "" {
 		setDeployed(&conds, out.Release, gen)
 	}
@@ -118,8 +123,9 @@ func readyCondition(status map[string]any, out Outcome, gen int64) metav1.Condit
 		switch {
 		case failed != "":
 			// kstatus says a child failed (a Job that failed, a rollout
-			// past its progress deadline): the resource is Degraded, and
-			// stencil keeps watching, since the child may still recover.
+			// past its progress deadline): the resource is Degraded and
+			// Stalled, and stencil keeps watching, since the child may
+			// still recover.
 			status["phase"] = PhaseDegraded
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonChildFailed, failed
 		case out.Waiting != "":
