@@ -238,10 +238,24 @@ func TestManagedCRD(t *testing.T) {
 		n, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 		return err == nil && n == 3, nil
 	})
-	poll(t, 2*time.Minute, "Gadget ok Ready again", func() (bool, error) {
-		u, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, "ok", metav1.GetOptions{})
-		return err == nil && readyTrue(u), nil
-	})
+	// Converged before the restart: both Gadgets' statuses say every pod
+	// of their current generation is ready, so a restart has nothing to
+	// report.
+	for _, g := range []struct {
+		name     string
+		replicas int64
+	}{{"ok", 3}, {"sized", 1}} {
+		poll(t, 2*time.Minute, "Gadget "+g.name+" converged", func() (bool, error) {
+			u, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, g.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			seen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+			ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+			return readyTrue(u) && seen == u.GetGeneration() && ready == g.replicas, nil
+		})
+	}
+	r.settle(t, 0, 2)
 	r.stop(t)
 
 	// A restart, CRD managed, of converged Gadgets: no write.
