@@ -9,6 +9,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	typedauthenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	typedauthorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	authorizationfake "k8s.io/client-go/kubernetes/typed/authorization/v1/fake"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -75,8 +76,9 @@ func (r *reviewer) askedFor(resource, namespace string) []string {
 	return verbs
 }
 
-func (r *reviewer) CoreV1() typedcorev1.CoreV1Interface                    { return nil }
-func (r *reviewer) CoordinationV1() coordinationv1.CoordinationV1Interface { return nil }
+func (r *reviewer) CoreV1() typedcorev1.CoreV1Interface                               { return nil }
+func (r *reviewer) CoordinationV1() coordinationv1.CoordinationV1Interface            { return nil }
+func (r *reviewer) AuthenticationV1() typedauthenticationv1.AuthenticationV1Interface { return nil }
 func (r *reviewer) AuthorizationV1() typedauthorizationv1.AuthorizationV1Interface {
 	return &authorizationfake.FakeAuthorizationV1{Fake: &r.fake}
 }

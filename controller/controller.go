@@ -17,6 +17,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
+	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -50,6 +51,7 @@ type Kube interface {
 	CoreV1() typedcorev1.CoreV1Interface
 	CoordinationV1() coordinationv1.CoordinationV1Interface
 	AuthorizationV1() authorizationv1.AuthorizationV1Interface
+	AuthenticationV1() authenticationv1.AuthenticationV1Interface
 }
 
 // Options configures a Controller. Zero values select the documented
@@ -125,6 +127,11 @@ type Options struct {
 	// MetricsAddr and HealthAddr are the listen addresses of /metrics and of
 	// /healthz and /readyz; empty disables each server.
 	MetricsAddr, HealthAddr string
+	// MetricsSecure serves /metrics over HTTPS to callers the API server
+	// authenticates and authorises to get /metrics (securemetrics.go);
+	// MetricsCertDir holds its tls.crt and tls.key (empty: self-signed).
+	MetricsSecure  bool
+	MetricsCertDir string
 	// ManageCRDs applies the CRDs the config's schemas generate at start
 	// and on every reload, and never deletes one (managedcrds.go).
 	ManageCRDs bool

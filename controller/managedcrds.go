@@ -67,6 +67,15 @@ func CRDRule(cfg *config.Config) *rbacv1.PolicyRule {
 		ResourceNames: names, Verbs: []string{"get", "create", "patch"}}
 }
 
+// MetricsAuthRule is the rule run --metrics-secure needs: the token and
+// access reviews that authenticate and authorise a /metrics caller.
+func MetricsAuthRule() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+}
+
 // applyCRDs brings the CRDs of cfg to the cluster (see above). mayWrite
 // says whether this replica writes them (the leader, or the ring member
 // that holds cluster-scoped writes); the others only check them.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -48,13 +49,16 @@ func (h *health) ready(now time.Time) error {
 // serve starts the metrics and health servers; the returned func stops them.
 func (c *Controller) serve(ctx context.Context) (func(), error) {
 	var servers []*http.Server
-	start := func(addr string, mux *http.ServeMux) error {
+	start := func(addr string, mux *http.ServeMux, tlsConfig *tls.Config) error {
 		if addr == "" {
 			return nil
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listening on %s: %w", addr, err)
+		}
+		if tlsConfig != nil {
+			ln = tls.NewListener(ln, tlsConfig)
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, srv)
@@ -74,7 +78,21 @@ func (c *Controller) serve(ctx context.Context) (func(), error) {
 	}
 
 	metrics := http.NewServeMux()
-	metrics.Handle("/metrics", promhttp.HandlerFor(c.opts.Metrics.Registry, promhttp.HandlerOpts{}))
+	var handler http.Handler = promhttp.HandlerFor(c.opts.Metrics.Registry, promhttp.HandlerOpts{})
+	var metricsTLSConfig *tls.Config
+	if c.opts.MetricsSecure {
+		if c.opts.Kube == nil {
+			return func() {}, errors.New("secure metrics need Options.Kube (token and access reviews)")
+		}
+		cfg, err := metricsTLS(c.opts.MetricsCertDir)
+		if err != nil {
+			return func() {}, err
+		}
+		metricsTLSConfig = cfg
+		auth := &metricsAuth{tokens: c.opts.Kube.AuthenticationV1().TokenReviews(), access: c.opts.Kube.AuthorizationV1().SubjectAccessReviews(), now: time.Now}
+		handler = auth.wrap(handler)
+	}
+	metrics.Handle("/metrics", handler)
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -87,13 +105,13 @@ func (c *Controller) serve(ctx context.Context) (func(), error) {
 	if c.opts.MetricsAddr != "" && c.opts.MetricsAddr == c.opts.HealthAddr {
 		metrics.Handle("/healthz", healthMux)
 		metrics.Handle("/readyz", healthMux)
-		err := start(c.opts.MetricsAddr, metrics)
+		err := start(c.opts.MetricsAddr, metrics, metricsTLSConfig)
 		return stop, err
 	}
-	if err := start(c.opts.MetricsAddr, metrics); err != nil {
+	if err := start(c.opts.MetricsAddr, metrics, metricsTLSConfig); err != nil {
 		return stop, err
 	}
-	if err := start(c.opts.HealthAddr, healthMux); err != nil {
+	if err := start(c.opts.HealthAddr, healthMux, nil); err != nil {
 		stop()
 		return func() {}, err
 	}

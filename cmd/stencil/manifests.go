@@ -63,6 +63,7 @@ type manifestOptions struct {
 	image, namespace       string
 	ring                   int
 	monitoring, manageCRDs bool
+	metricsSecure          bool
 }
 
 // defaultImage is this build's image: its version's tag, latest for a
@@ -84,6 +85,7 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.ring, "ring", 0, "run a ring of `N` replicas that split the namespaces (run --ring stencil) instead of two under leader election")
 	fs.BoolVar(&o.monitoring, "monitoring", false, "add the ServiceMonitor and PrometheusRule (Prometheus Operator)")
 	fs.BoolVar(&o.manageCRDs, "manage-crds", false, "run with --manage-crds, and grant what it needs")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "run with --metrics-secure (HTTPS, callers authorised by the API server), and grant the reviews it asks for")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -133,6 +135,9 @@ func manifests(cfg *config.Config, o manifestOptions) ([]map[string]any, error) 
 	}
 	if rule := controller.CRDRule(cfg); o.manageCRDs && rule != nil {
 		role.Rules = append(role.Rules, *rule)
+	}
+	if o.metricsSecure {
+		role.Rules = append(role.Rules, controller.MetricsAuthRule()...)
 	}
 	role.Labels = labels(nil)
 	lease := controller.LeaseRole("stencil-leader-election")
@@ -420,6 +425,9 @@ func deployment(o manifestOptions, cms []*configMap) *appsv1.Deployment {
 	}
 	if o.manageCRDs {
 		args = append(args, "--manage-crds")
+	}
+	if o.metricsSecure {
+		args = append(args, "--metrics-secure")
 	}
 	args = append(args, "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081")
 	var sources []corev1.VolumeProjection

@@ -298,6 +298,7 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rbac", "--config FILE | --watches FILE [--name NAME]")
 	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
 	name := fs.String("name", "stencil", "`name` of the ClusterRole (the leader-election Role is NAME-leader-election)")
+	metricsSecure := fs.Bool("metrics-secure", false, "also grant what run --metrics-secure needs: creating token and access reviews")
 	manageCRDs := fs.Bool("manage-crds", false, "also grant what run --manage-crds needs: reading and applying the CRDs the config generates, by name")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
@@ -313,6 +314,9 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	if rule := controller.CRDRule(cfg); *manageCRDs && rule != nil {
 		cr.Rules = append(cr.Rules, *rule)
+	}
+	if *metricsSecure {
+		cr.Rules = append(cr.Rules, controller.MetricsAuthRule()...)
 	}
 	out, err := yaml.Marshal(cr)
 	if err != nil {

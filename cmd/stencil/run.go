@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -43,6 +44,8 @@ type runFlags struct {
 	workers, burst                      int
 	qps                                 float64
 	leaderElect, manageCRDs             bool
+	metricsSecure                       bool
+	metricsCertDir                      string
 	leaseNamespace, leaseName, ringName string
 	metricsAddr, healthAddr             string
 	resync, configPoll                  time.Duration
@@ -87,6 +90,8 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, don
 	fs.DurationVar(&f.resync, "resync", 10*time.Minute, "period of the full resync that re-checks every resource")
 	fs.DurationVar(&f.configPoll, "config-poll", 5*time.Second, "how often the config file and templates are checked for changes (SIGHUP checks at once)")
 	fs.StringVar(&f.loggingFormat, "logging-format", loggingText, "log format: text (klog's) or json (one JSON object per line, as Kubernetes' components write it)")
+	fs.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS to callers the API server authenticates and lets get /metrics (TokenReview, SubjectAccessReview)")
+	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "directory of tls.crt and tls.key for --metrics-secure; empty makes a self-signed certificate at start")
 	fs.BoolVar(&f.manageCRDs, "manage-crds", false, "apply the CRDs the config's schemas generate, at start and on every reload (never deleting one)")
 	fs.BoolVar(&helpAll, "help-all", false, "list every flag, klog's too (-logtostderr, -log_file, ...)")
 	klogHidden := addKlogFlags(fs, hidden)
@@ -282,7 +287,7 @@ func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg
 		Ring:           controller.Ring{Name: f.ringName, Namespace: f.leaseNamespace},
 		WriteGate:      gate,
 		MetricsAddr:    f.metricsAddr, HealthAddr: f.healthAddr,
-		ManageCRDs: f.manageCRDs,
+		ManageCRDs: f.manageCRDs, MetricsSecure: f.metricsSecure, MetricsCertDir: f.metricsCertDir,
 	})
 }
 
@@ -349,6 +354,7 @@ type groupClients struct {
 	core  corev1.CoreV1Interface
 	coord coordinationv1.CoordinationV1Interface
 	authz authorizationv1.AuthorizationV1Interface
+	authn authenticationv1.AuthenticationV1Interface
 }
 
 // CoreV1 returns the core group client (events).
@@ -360,6 +366,10 @@ func (g groupClients) CoordinationV1() coordinationv1.CoordinationV1Interface { 
 // AuthorizationV1 returns the authorization group client (a reload's
 // access reviews).
 func (g groupClients) AuthorizationV1() authorizationv1.AuthorizationV1Interface { return g.authz }
+
+// AuthenticationV1 returns the authentication group client (the token
+// reviews of --metrics-secure).
+func (g groupClients) AuthenticationV1() authenticationv1.AuthenticationV1Interface { return g.authn }
 
 func newGroupClients(cfg *rest.Config) (groupClients, error) {
 	core, err := corev1.NewForConfig(cfg)
@@ -374,7 +384,11 @@ func newGroupClients(cfg *rest.Config) (groupClients, error) {
 	if err != nil {
 		return groupClients{}, fmt.Errorf("authorization client: %w", err)
 	}
-	return groupClients{core: core, coord: coord, authz: authz}, nil
+	authn, err := authenticationv1.NewForConfig(cfg)
+	if err != nil {
+		return groupClients{}, fmt.Errorf("authentication client: %w", err)
+	}
+	return groupClients{core: core, coord: coord, authz: authz, authn: authn}, nil
 }
 
 // gcPercent is the GOGC the controller runs with unless GOGC is set. Its
