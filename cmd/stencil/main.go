@@ -4,7 +4,9 @@
 //
 // "stencil run" is the controller (run.go). "stencil diff" (diff.go) reads
 // the cluster and writes nothing: it shows what a config would change. The
-// other subcommands work offline and never read a kubeconfig: validate
+// other subcommands work offline: with --config they never read a
+// kubeconfig (with --watches, those that take it ask the API server's
+// discovery for each kind's plural, source.go). validate
 // checks a config and its templates, render prints the children a custom
 // resource would get, rbac prints the least-privilege ClusterRole, argocd
 // prints Argo CD health checks, crd prints the CRDs the entries' schemas
