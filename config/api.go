@@ -7,6 +7,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"stencil.dev/stencil/config/crd"
@@ -193,4 +195,26 @@ func (r *Resource) chartSpec(c *Config, p *field.Path) (*apiextensionsv1.JSONSch
 		return spec, nil
 	}
 	return crd.Expose(spec, r.Schema.Expose, p.Child("expose"))
+}
+
+// CRDObjects returns the CRDs the config's schemas generate, as objects to
+// apply (no status, no creation time), in config order.
+func (c *Config) CRDObjects() ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, r := range c.Resources {
+		if r.CRD == nil {
+			continue
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r.CRD)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r, err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		delete(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		out = append(out, u)
+	}
+	return out, nil
 }

@@ -8,8 +8,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
@@ -27,28 +25,6 @@ import (
 // the live CRD already is this one (a restart costs no write). A CRD is
 // never deleted: removing an entry would otherwise delete every tenant's
 // resources with it.
-
-// CRDObjects returns the CRDs cfg generates, as objects to apply, in
-// config order.
-func CRDObjects(cfg *config.Config) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, r := range cfg.Resources {
-		if r.CRD == nil {
-			continue
-		}
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r.CRD)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r, err)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		u.SetAPIVersion("apiextensions.k8s.io/v1")
-		u.SetKind("CustomResourceDefinition")
-		delete(u.Object, "status")
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		out = append(out, u)
-	}
-	return out, nil
-}
 
 // CRDRule is the rule --manage-crds needs: reading and applying exactly
 // the CRDs cfg generates (an apply that creates is authorised as a create
@@ -80,7 +56,7 @@ func MetricsAuthRule() []rbacv1.PolicyRule {
 // says whether this replica writes them (the leader, or the ring member
 // that holds cluster-scoped writes); the others only check them.
 func applyCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config, mayWrite bool) error {
-	objs, err := CRDObjects(cfg)
+	objs, err := cfg.CRDObjects()
 	if err != nil || len(objs) == 0 {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/templates"
 )
 
@@ -25,7 +24,7 @@ func crdCommand(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
-	objs, err := controller.CRDObjects(cfg)
+	objs, err := cfg.CRDObjects()
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil crd: %v\n", err)
 		return exitFailed

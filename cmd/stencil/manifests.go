@@ -142,7 +142,7 @@ func manifests(cfg *config.Config, o manifestOptions) ([]map[string]any, error) 
 	role.Labels = labels(nil)
 	lease := controller.LeaseRole("stencil-leader-election")
 	lease.Namespace, lease.Labels = o.namespace, labels(nil)
-	crds, err := controller.CRDObjects(cfg)
+	crds, err := cfg.CRDObjects()
 	if err != nil {
 		return nil, err
 	}

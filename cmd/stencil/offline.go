@@ -1,6 +1,7 @@
 package main
 
-// The offline subcommands: they read files only, never a kubeconfig.
+// The offline subcommands: with --config they read files only, never a
+// kubeconfig (--watches asks the API server's discovery for the plurals).
 
 import (
 	"bufio"

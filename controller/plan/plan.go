@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"stencil.dev/stencil/config"
-	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
@@ -152,7 +151,7 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 // (run --manage-crds applies them): a dry run of each, against the live
 // one.
 func (d *Planner) planCRDs(ctx context.Context) ([]childDiff, error) {
-	objs, err := controller.CRDObjects(d.Config)
+	objs, err := d.Config.CRDObjects()
 	if err != nil {
 		return nil, err
 	}
