@@ -305,9 +305,10 @@ const nginxConfig = `resources:
     schema: {fromChart: true, expose: [image.tag, replicaCount, service.type]}
 `
 
-// TestGeneratedCRDsPassTheServer: stencil crd's output for a team's
-// config (SimpleSchema, CEL, printer columns) and for bitnami nginx's
-// chart with expose passes kubectl apply --dry-run=server. Installed, the
+// TestGeneratedCRDsPassTheServer: stencil crd's output for the example
+// config (the WebApp's SimpleSchema, the hello chart's values.schema.json),
+// for a team's config (SimpleSchema, CEL, printer columns) and for bitnami
+// nginx's chart with expose passes kubectl apply --dry-run=server. Installed, the
 // Nginx CRD accepts the exposed values and refuses podSecurityContext,
 // which the chart turns into structure, at kubectl apply.
 func TestGeneratedCRDsPassTheServer(t *testing.T) {
@@ -323,7 +324,8 @@ func TestGeneratedCRDsPassTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	crds := map[string]string{}
-	for _, path := range []string{gadgetPath, nginxPath} {
+	example := filepath.Join(root, "crds", "stencil.yaml")
+	for _, path := range []string{example, gadgetPath, nginxPath} {
 		cmd := exec.Command(filepath.Join(root, "bin", "stencil"), "crd", "--config", path)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
