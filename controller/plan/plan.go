@@ -106,6 +106,9 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 		// The status a sync would write, written at once: the plan has
 		// no second sync to wait for.
 		FirstStatusDelay: -1,
+		// A resource a rollout holds is listed as held, with what it
+		// gets when it moves.
+		PlanHeld: true,
 	})
 	for i, res := range d.Config.Resources {
 		if gvk, err := d.Mapper.KindFor(res.GVR()); err == nil {

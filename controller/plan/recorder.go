@@ -41,6 +41,7 @@ type diffResult struct {
 	unchanged int
 	failures  []failure
 	waiting   []waiting
+	held      []waiting
 }
 
 func newRecorder(client dynamic.Interface) *recorder {
@@ -164,9 +165,10 @@ func (r *recorder) Synced(o reconcile.Outcome) {
 	if o.Status.FailReason != "" {
 		res.failures = append(res.failures, failure{Parent: ref, Reason: o.Status.FailReason, Message: oneLine(o.Status.FailMessage)})
 	}
+	if o.Held != "" {
+		res.held = append(res.held, waiting{Parent: ref, Message: o.Held})
+	}
 	switch {
-	case o.Held != "":
-		res.waiting = append(res.waiting, waiting{Parent: ref, Message: o.Held})
 	case o.Render != nil && len(o.Render.Waits) > 0:
 		msgs := make([]string, len(o.Render.Waits))
 		for i, w := range o.Render.Waits {
@@ -217,6 +219,7 @@ func (r *recorder) report(keys []reconcile.Key) *Report {
 		out.Unchanged += res.unchanged
 		out.Failures = append(out.Failures, res.failures...)
 		out.Waiting = append(out.Waiting, res.waiting...)
+		out.Held = append(out.Held, res.held...)
 	}
 	return out
 }

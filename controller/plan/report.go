@@ -58,6 +58,9 @@ type Report struct {
 	// Waiting are the resources whose templates would wait for a child
 	// (dependsOn, observed): their children are left as they are.
 	Waiting []waiting
+	// Held are the resources a rollout would leave as they are for now:
+	// their changes are listed all the same, as they move later.
+	Held []waiting
 }
 
 // waiting is a resource some of whose templates would wait.
@@ -354,6 +357,9 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, w := range r.Waiting {
 		fmt.Fprintf(&b, "%s/%s: WaitingForDependency: %s\n", w.Parent.Namespace, w.Parent.Name, w.Message)
 	}
+	for _, h := range r.Held {
+		fmt.Fprintf(&b, "%s/%s: %s\n", h.Parent.Namespace, h.Parent.Name, h.Message)
+	}
 	s := r.summary()
 	fmt.Fprintf(&b, "%d to create, %d to update, %d to prune, %d unchanged, %d render failures",
 		s.Create, s.Update, s.Prune, s.Unchanged, s.RenderFailed)
@@ -362,6 +368,9 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	if s.Waiting > 0 {
 		fmt.Fprintf(&b, ", %d waiting for a dependency", s.Waiting)
+	}
+	if s.Held > 0 {
+		fmt.Fprintf(&b, ", %d held by a rollout (their changes listed, applied as they move)", s.Held)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
@@ -411,10 +420,12 @@ type summary struct {
 	ApplyFailed int `json:"applyFailed"`
 	// Waiting counts resources some of whose templates would wait.
 	Waiting int `json:"waiting"`
+	// Held counts resources a rollout would hold for now.
+	Held int `json:"held"`
 }
 
 func (r *Report) summary() summary {
-	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged, Waiting: len(r.Waiting)}
+	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged, Waiting: len(r.Waiting), Held: len(r.Held)}
 	for _, f := range r.Failures {
 		if f.Reason == reasonRenderFailed {
 			s.RenderFailed++
@@ -448,7 +459,9 @@ func WriteJSON(w io.Writer, r *Report) error {
 		Summary        summary       `json:"summary"`
 		RenderFailures []jsonFailure `json:"renderFailures"`
 		Waiting        []waiting     `json:"waiting"`
-	}{Children: []jsonChild{}, Summary: r.summary(), RenderFailures: []jsonFailure{}, Waiting: append([]waiting{}, r.Waiting...)}
+		Held           []waiting     `json:"held"`
+	}{Children: []jsonChild{}, Summary: r.summary(), RenderFailures: []jsonFailure{}, Waiting: append([]waiting{}, r.Waiting...),
+		Held: append([]waiting{}, r.Held...)}
 	for _, c := range r.Children {
 		fields := make([]string, len(c.Changes))
 		for i, ch := range c.Changes {

@@ -221,6 +221,7 @@ func TestWriteJSONSchema(t *testing.T) {
 		Summary        map[string]int   `json:"summary"`
 		RenderFailures []map[string]any `json:"renderFailures"`
 		Waiting        []map[string]any `json:"waiting"`
+		Held           []map[string]any `json:"held"`
 	}
 	dec := json.NewDecoder(&out)
 	dec.DisallowUnknownFields()
@@ -239,7 +240,7 @@ func TestWriteJSONSchema(t *testing.T) {
 	if got.Children[1].Fields == nil {
 		t.Error(`a prune has "fields": null, want []`)
 	}
-	wantSummary := map[string]int{"create": 1, "update": 3, "prune": 1, "unchanged": 7, "renderFailed": 1, "applyFailed": 0, "waiting": 0}
+	wantSummary := map[string]int{"create": 1, "update": 3, "prune": 1, "unchanged": 7, "renderFailed": 1, "applyFailed": 0, "waiting": 0, "held": 0}
 	if !reflect.DeepEqual(got.Summary, wantSummary) {
 		t.Errorf("summary = %v, want %v", got.Summary, wantSummary)
 	}

@@ -35,6 +35,11 @@ type Options struct {
 	Dynamic dynamic.Interface
 	// Recorder records the events of every sync, unless Writer is set.
 	Recorder record.EventRecorder
+	// PlanHeld renders and converges a resource a rollout holds too, after
+	// telling the writer it is held: a plan ("stencil diff") shows what
+	// each resource gets when it moves, not only the first wave. The
+	// controller leaves it false: a held resource is left as it is.
+	PlanHeld bool
 	// Writer, when set, is how syncs act on the cluster ("stencil diff"
 	// records dry runs); nil writes to the API server through Dynamic.
 	Writer Writer

@@ -105,7 +105,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		}
 		return c.patchStatus(ctx, p, status.Paused(parent, contract.AnnotationPaused+` is "true": stencil makes no writes for this resource`))
 	}
-	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, p) {
+	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, p) && !c.opts.PlanHeld {
 		// Not moved to the new templates yet: left exactly as it is.
 		return nil
 	}
