@@ -171,7 +171,7 @@ func TestManagedCRD(t *testing.T) {
 		if status == 0 || !strings.Contains(out, c.want) {
 			t.Errorf("kubectl apply of %s: exit %d, want a refusal naming %q; printed: %s", c.name, status, c.want, out)
 		} else {
-			t.Logf("%s refused: %s", c.name, strings.TrimSpace(out))
+			t.Logf("%s refused: %s", c.name, strings.ReplaceAll(strings.TrimSpace(out), "\n", " "))
 		}
 		if _, err := admin.Resource(gadgets).Namespace(ns).Get(ctx, c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s was stored: %v", c.name, err)
