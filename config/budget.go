@@ -27,6 +27,10 @@ type RenderBudget struct {
 	// models cannot hold a worker). The counts decide first: they are the
 	// same on every replica, the clock is not.
 	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
+	// MemoryMiB bounds the memory a render worker may map beyond what it
+	// holds when it starts (RLIMIT_AS, package renderworker): the wall the
+	// kernel enforces, whatever a library's allocation the counts missed.
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 }
 
 // DefaultRenderBudget is the budget of an entry that sets none, about one
@@ -39,11 +43,11 @@ type RenderBudget struct {
 // any tenant data as stored, toJson of a whole spec included. The clock
 // (timeoutSeconds) is the backstop, well above what the counts allow, so
 // that a loaded machine does not fail a render the counts let through.
-var DefaultRenderBudget = RenderBudget{Steps: 3_000_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100, TimeoutSeconds: 5}
+var DefaultRenderBudget = RenderBudget{Steps: 3_000_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100, TimeoutSeconds: 5, MemoryMiB: 512}
 
 // renderBudgetMax is how far an entry may raise each bound: a budget is a
 // safety net, not a way to switch it off.
-var renderBudgetMax = RenderBudget{Steps: 500_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000, TimeoutSeconds: 60}
+var renderBudgetMax = RenderBudget{Steps: 500_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000, TimeoutSeconds: 60, MemoryMiB: 16384}
 
 // WithDefaults returns b with every zero field set to its default.
 func (b RenderBudget) WithDefaults() RenderBudget {
@@ -63,10 +67,13 @@ func (b RenderBudget) WithDefaults() RenderBudget {
 	if b.TimeoutSeconds > 0 {
 		d.TimeoutSeconds = b.TimeoutSeconds
 	}
+	if b.MemoryMiB > 0 {
+		d.MemoryMiB = b.MemoryMiB
+	}
 	return d
 }
 
 // String describes the budget for logs and errors.
 func (b RenderBudget) String() string {
-	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d, timeoutSeconds %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth, b.TimeoutSeconds)
+	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d, timeoutSeconds %d, memoryMiB %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth, b.TimeoutSeconds, b.MemoryMiB)
 }

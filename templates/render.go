@@ -69,13 +69,34 @@ func (s *Set) withExecutor(parent *view.Object, f func(e *executor) error) (err 
 // (nil: it has none). Templates render in dependency order; one that
 // cannot render yet waits (Result.Waits), and the others render. All
 // render failures are returned, joined, each a *engine.RenderError.
+//
+// With a wall (SetWall), the render runs there, in a worker process the
+// kernel bounds; without one, in this process under the budget alone.
 func (s *Set) RenderWith(parent *view.Object, live Live) (*Result, error) {
+	if s.wall != nil {
+		if err := checkParent(parent); err != nil {
+			return nil, err
+		}
+		return s.wall.Render(s, parent, live)
+	}
+	return s.RenderHere(parent, live, nil)
+}
+
+// RenderHere is RenderWith in this process, whatever the wall: what a
+// render worker runs. trace, when not nil, is told the name of each
+// template (or the chart) before it runs, so that a worker that dies names
+// the template it was rendering.
+func (s *Set) RenderHere(parent *view.Object, live Live, trace func(template string)) (*Result, error) {
+	if trace == nil {
+		trace = func(string) {}
+	}
 	if s.chart != nil {
+		trace(s.res.Chart)
 		return s.renderChart(parent)
 	}
 	var r Result
 	err := s.withExecutor(parent, func(e *executor) (err error) {
-		e.live = live
+		e.live, e.trace = live, trace
 		if r.Children, r.Waits, err = s.render(e, parent); err != nil {
 			return err
 		}
@@ -109,6 +130,9 @@ func (s *Set) render(e *executor, parent *view.Object) ([]*unstructured.Unstruct
 			waiting[item.Name()] = w
 			waits = append(waits, w)
 			continue
+		}
+		if e.trace != nil {
+			e.trace(name)
 		}
 		out, err := engine.Execute(e.t, name, parent)
 		if errors.Is(err, budget.ErrExceeded) {
@@ -213,6 +237,9 @@ func (s *Set) renderStatus(e *executor, parent *view.Object) (map[string]any, er
 		return nil, nil
 	}
 	name := s.res.StatusTemplate
+	if e.trace != nil {
+		e.trace(name)
+	}
 	out, err := engine.Execute(e.t, name, parent)
 	if err != nil {
 		return nil, err

@@ -89,6 +89,8 @@ type Set struct {
 	// (chartmode.go), with capabilities as .Capabilities.
 	chart        *chart.Chart
 	capabilities *common.Capabilities
+	// wall, when set, renders RenderWith in a worker process (wall.go).
+	wall Wall
 }
 
 // verifyFastPath, set by the package's tests, decodes every document both
@@ -106,6 +108,8 @@ type executor struct {
 	checks map[string][]config.ReadyCheck
 	// views holds what observed returned in this render, per Kind/name.
 	views map[string]map[string]any
+	// trace is told each template's name before it runs (RenderHere).
+	trace func(template string)
 }
 
 func (s *Set) executor() (*executor, error) {
@@ -123,7 +127,7 @@ func (s *Set) executor() (*executor, error) {
 
 func (s *Set) release(e *executor) {
 	e.st.Reset()
-	e.live = nil
+	e.live, e.trace = nil, nil
 	clear(e.checks)
 	clear(e.views)
 	s.executors.Put(e)

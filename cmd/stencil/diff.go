@@ -45,6 +45,10 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	if caps, err := clusterCapabilities(restConfig); err == nil {
 		opts.Capabilities = caps
 	}
+	src.wall = newWall(*workers, klog.Background(), nil)
+	if src.wall != nil {
+		defer src.wall.Close()
+	}
 	cfg, sets, ok := src.load(fs, opts, stderr)
 	if !ok {
 		return exitUsage

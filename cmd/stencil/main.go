@@ -21,6 +21,9 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/renderworker"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -50,6 +53,11 @@ Run "stencil <command> -h" for a command's flags.
 `
 
 func main() {
+	if renderworker.IsWorker() {
+		// A render worker of a stencil process (package renderworker):
+		// it serves renders over its pipes, whatever the arguments.
+		os.Exit(renderworker.Serve(reload.WorkerLoad))
+	}
 	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
@@ -83,6 +84,12 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil render: %v\n", err)
 		return exitUsage
+	}
+	// The CLI renders through the same wall as run: it dies no more than
+	// the controller does.
+	src.wall = newWall(1, klog.Background(), nil)
+	if src.wall != nil {
+		defer src.wall.Close()
 	}
 	cfg, sets, ok := src.load(fs, templates.Options{Capabilities: caps}, stderr)
 	if !ok {

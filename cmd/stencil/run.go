@@ -229,6 +229,10 @@ func runCommand(args []string) int {
 	} else {
 		opts.Capabilities = caps
 	}
+	f.src.wall = newWall(f.workers, logger, metrics.Registry)
+	if f.src.wall != nil {
+		defer f.src.wall.Close()
+	}
 	src, err := f.src.source(f.fs, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

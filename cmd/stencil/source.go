@@ -6,9 +6,12 @@ package main
 
 import (
 	"errors"
+
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
+	"k8s.io/klog/v2"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,12 +22,15 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
 // sourceFlags are --config and --watches (exclusive).
 type sourceFlags struct {
 	config, watches *string
+	// wall, when set, renders the loaded sets in its workers.
+	wall *renderworker.Pool
 }
 
 // addSourceFlags registers --config (default def) and --watches on fs,
@@ -45,7 +51,7 @@ func addSourceFlags(fs *flag.FlagSet, def, configUsage string) *sourceFlags {
 // templates.LoadAll.
 func (s *sourceFlags) source(fs *flag.FlagSet, opts templates.Options) (reload.Source, error) {
 	if *s.watches == "" {
-		return reload.Source{Path: *s.config, Options: opts}, nil
+		return reload.Source{Path: *s.config, Options: opts, Wall: s.wall}, nil
 	}
 	if flagSet(fs, "config") {
 		return reload.Source{}, errors.New("--config and --watches are exclusive")
@@ -58,7 +64,7 @@ func (s *sourceFlags) source(fs *flag.FlagSet, opts templates.Options) (reload.S
 	if err != nil {
 		return reload.Source{}, err
 	}
-	return reload.Source{Path: *s.watches, Watches: true, Resolve: discoveryResolver(disco), Options: opts}, nil
+	return reload.Source{Path: *s.watches, Watches: true, Resolve: discoveryResolver(disco), Options: opts, Wall: s.wall}, nil
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -161,4 +167,21 @@ func (l *listFlag) Set(v string) error {
 		}
 	}
 	return nil
+}
+
+// newWall returns the render workers of a command that renders: size of
+// them at most. Where the kernel's bounds are not available, it says so
+// once and returns nil: renders run in this process under the budget
+// alone.
+func newWall(size int, logger klog.Logger, reg prometheus.Registerer) *renderworker.Pool {
+	opts := renderworker.Options{Size: size, Logger: logger}
+	if reg != nil {
+		opts.Metrics = renderworker.NewMetrics(reg)
+	}
+	p, err := renderworker.NewPool(opts)
+	if err != nil {
+		logger.Info("Renders run in this process, under the render budget alone, without the kernel's bounds", "reason", err.Error())
+		return nil
+	}
+	return p
 }

@@ -24,7 +24,10 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
@@ -44,11 +47,44 @@ type Source struct {
 	// Options are given to templates.LoadAll: the cluster's capabilities,
 	// which a chart sees.
 	Options templates.Options
+	// Wall, when set, renders every set Load returns in its workers
+	// (package renderworker), which load the same files.
+	Wall *renderworker.Pool
 }
 
 // Load reads and validates the source and parses its templates (or
 // loads its charts): every check "stencil validate" makes.
 func (s Source) Load() (*config.Config, []*templates.Set, error) {
+	var fingerprint string
+	if s.Wall != nil {
+		// Taken before the load: a worker whose files no longer hash the
+		// same refuses to start, so that no worker renders with templates
+		// this process does not have (the next poll reloads).
+		fingerprint = s.Fingerprint()
+	}
+	plurals := map[string]string{}
+	if s.Resolve != nil {
+		resolve := s.Resolve
+		s.Resolve = func(gvk schema.GroupVersionKind) (string, error) {
+			p, err := resolve(gvk)
+			if err == nil {
+				plurals[gvk.String()] = p
+			}
+			return p, err
+		}
+	}
+	cfg, sets, err := s.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Wall != nil {
+		s.Wall.Attach(renderworker.Hello{Path: s.Path, Watches: s.Watches, Plurals: plurals,
+			Capabilities: s.Options.Capabilities, AllowedKinds: s.Options.AllowedKinds, Fingerprint: fingerprint}, sets)
+	}
+	return cfg, sets, nil
+}
+
+func (s Source) load() (*config.Config, []*templates.Set, error) {
 	var (
 		cfg *config.Config
 		err error
@@ -66,6 +102,30 @@ func (s Source) Load() (*config.Config, []*templates.Set, error) {
 		return nil, nil, err
 	}
 	return cfg, sets, nil
+}
+
+// WorkerLoad is a render worker's renderworker.LoadFunc: it loads what
+// the controller loaded, with the plurals discovery gave it, and says
+// whether the files still hash as they did then.
+func WorkerLoad(h renderworker.Hello) ([]*templates.Set, bool, error) {
+	s := Source{Path: h.Path, Watches: h.Watches,
+		Options: templates.Options{Capabilities: h.Capabilities, AllowedKinds: h.AllowedKinds}}
+	if h.Watches {
+		s.Resolve = func(gvk schema.GroupVersionKind) (string, error) {
+			if p, ok := h.Plurals[gvk.String()]; ok {
+				return p, nil
+			}
+			return "", fmt.Errorf("the controller resolved no plural for %s", gvk)
+		}
+	}
+	if s.Fingerprint() != h.Fingerprint {
+		return nil, true, nil
+	}
+	_, sets, err := s.load()
+	if err != nil {
+		return nil, false, err
+	}
+	return sets, s.Fingerprint() != h.Fingerprint, nil
 }
 
 // Watcher polls a config file and the templates it names.

@@ -1,0 +1,97 @@
+package renderworker
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+)
+
+// kernelBounds says the kernel's bounds are available here.
+const kernelBounds = true
+
+// limits are a worker's kernel bounds: its address space (RLIMIT_AS) a
+// render's memoryMiB beyond what it mapped at start, its CPU time
+// (RLIMIT_CPU) what it used so far plus a render's seconds. Only the soft
+// limits move, so a worker can set them again for each render; the code a
+// render runs has no way to call setrlimit.
+type limits struct {
+	// base is the address space mapped once the config was loaded.
+	base uint64
+}
+
+func startLimits() (*limits, error) {
+	vm, err := vmSize()
+	if err != nil {
+		return nil, err
+	}
+	return &limits{base: vm}, nil
+}
+
+// forRender sets the bounds for one render.
+func (l *limits) forRender(cpuSeconds, memoryMiB int64) error {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return fmt.Errorf("getrusage: %w", err)
+	}
+	used := ru.Utime.Sec + ru.Stime.Sec + 1
+	var cpu syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_CPU, &cpu); err != nil {
+		return fmt.Errorf("getrlimit RLIMIT_CPU: %w", err)
+	}
+	cpu.Cur = min(uint64(used+max(cpuSeconds, 1)), cpu.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &cpu); err != nil {
+		return fmt.Errorf("setrlimit RLIMIT_CPU: %w", err)
+	}
+	var as syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &as); err != nil {
+		return fmt.Errorf("getrlimit RLIMIT_AS: %w", err)
+	}
+	bound := uint64(max(memoryMiB, 1)) << 20
+	as.Cur = min(l.base+bound, as.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &as); err != nil {
+		return fmt.Errorf("setrlimit RLIMIT_AS: %w", err)
+	}
+	// The collector works harder as the render nears its bound, so that
+	// garbage does not count against it.
+	debug.SetMemoryLimit(int64(bound) * 7 / 10)
+	return nil
+}
+
+// grown reports whether the address space grew by over mib since start.
+func (l *limits) grown(mib uint64) bool {
+	vm, err := vmSize()
+	return err != nil || vm > l.base+mib<<20
+}
+
+// vmSize is the process's mapped address space (VmSize), in bytes.
+func vmSize() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmSize:")); ok {
+			f := bytes.Fields(rest)
+			if len(f) < 1 {
+				break
+			}
+			kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmSize in /proc/self/status")
+}
+
+// sysProcAttr makes a worker die with the controller (PR_SET_PDEATHSIG),
+// whatever ends the controller.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,634 @@
+package renderworker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
+)
+
+// killGrace is how long past a render's timeoutSeconds the controller
+// waits before it kills the worker: the budget's own clock stops a render
+// at its next step with a message naming the line; the kill is for a
+// render stuck inside one call.
+const killGrace = 500 * time.Millisecond
+
+// resultsPerObject is how many objects of renderBudget.stringBytes one
+// render's result may hold at the pipe: the render's output bound.
+const resultsPerObject = 4
+
+// diagnosticsBytes is how much of a worker's stderr is kept: the first
+// lines, where the runtime writes "fatal error: ..." or "panic: ...".
+const diagnosticsBytes = 16 << 10
+
+// Options tunes a Pool.
+type Options struct {
+	// Size is the most worker processes alive at once (run's --workers):
+	// as many renders as reconciles can run at once.
+	Size int
+	// Executable is the workers' binary; empty: this process's own
+	// (os.Executable), which serves when IsWorker.
+	Executable string
+	// StartTimeout bounds a worker's start, its config load included
+	// (default 60s).
+	StartTimeout time.Duration
+	// Logger logs workers that die and the bounds they hit.
+	Logger klog.Logger
+	// Metrics, when set, counts workers, restarts and kills.
+	Metrics *Metrics
+	// Env is added to the workers' environment (this process's).
+	Env []string
+}
+
+// Pool runs renders in worker processes: the wall of DESIGN.md's "A
+// budget for every render, and a wall around it". Attach gives it a
+// config's sets; each set then renders through it. It is safe for
+// concurrent use.
+type Pool struct {
+	opts Options
+	mu   sync.Mutex
+	cond *sync.Cond
+	// alive counts worker processes, busy or idle; idle holds those
+	// waiting for a render.
+	alive  int
+	idle   []*worker
+	closed bool
+}
+
+// Available reports whether renders can be walled here (Linux: RLIMIT_AS
+// and RLIMIT_CPU); where not, stencil renders in its own process under
+// the budget alone, and says so once at start.
+func Available() bool { return kernelBounds }
+
+// NewPool returns a pool of at most opts.Size workers, started as renders
+// need them.
+func NewPool(opts Options) (*Pool, error) {
+	if !kernelBounds {
+		return nil, errors.New("render workers need Linux's RLIMIT_AS and RLIMIT_CPU")
+	}
+	if opts.Size < 1 {
+		opts.Size = 1
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding stencil's own binary for its render workers: %w", err)
+		}
+		opts.Executable = exe
+	}
+	p := &Pool{opts: opts}
+	p.cond = sync.NewCond(&p.mu)
+	return p, nil
+}
+
+// Attach makes every set render through the pool, in workers that load
+// what h names: a generation of the config. Workers of an earlier
+// generation finish the render they run and are not given another once a
+// render of this one needs their place.
+func (p *Pool) Attach(h Hello, sets []*templates.Set) {
+	h.Version = protocolVersion
+	g := &generation{pool: p, hello: h}
+	for _, s := range sets {
+		s.SetWall(g)
+	}
+}
+
+// Close stops the idle workers; a busy one stops when its render ends.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.alive -= len(idle)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	for _, w := range idle {
+		w.stop()
+	}
+	p.gauge()
+}
+
+func (p *Pool) gauge() {
+	if p.opts.Metrics == nil {
+		return
+	}
+	p.mu.Lock()
+	n := p.alive
+	p.mu.Unlock()
+	p.opts.Metrics.workers.Set(float64(n))
+}
+
+// generation is one config's sets as the workers load them: the
+// templates.Wall of each set.
+type generation struct {
+	pool  *Pool
+	hello Hello
+}
+
+// Render renders parent in a worker of g's config.
+func (g *generation) Render(s *templates.Set, parent *view.Object, live templates.Live) (*templates.Result, error) {
+	p := g.pool
+	w, err := p.acquire(g)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", templates.ErrWallDown, err)
+	}
+	r, keep, err := w.render(s, parent, live)
+	p.release(w, keep)
+	return r, err
+}
+
+// acquire returns an idle worker of g, or starts one.
+func (p *Pool) acquire(g *generation) (*worker, error) {
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errors.New("the render pool is closed")
+		}
+		for i, w := range p.idle {
+			if w.gen == g {
+				p.idle = append(p.idle[:i], p.idle[i+1:]...)
+				p.mu.Unlock()
+				return w, nil
+			}
+		}
+		if p.alive < p.opts.Size {
+			p.alive++
+			p.mu.Unlock()
+			p.gauge()
+			w, err := p.start(g)
+			if err != nil {
+				p.mu.Lock()
+				p.alive--
+				p.cond.Signal()
+				p.mu.Unlock()
+				p.gauge()
+				return nil, err
+			}
+			return w, nil
+		}
+		if len(p.idle) > 0 {
+			// A worker of another generation makes room.
+			old := p.idle[0]
+			p.idle = p.idle[1:]
+			p.alive--
+			go old.stop()
+			continue
+		}
+		p.cond.Wait()
+	}
+}
+
+// release takes w back; a worker that died or retired (keep false) frees
+// its place.
+func (p *Pool) release(w *worker, keep bool) {
+	p.mu.Lock()
+	if !keep || p.closed {
+		p.alive--
+		p.cond.Signal()
+		p.mu.Unlock()
+		if keep {
+			w.stop()
+		} else {
+			go w.reap()
+		}
+		p.gauge()
+		return
+	}
+	p.idle = append(p.idle, w)
+	p.cond.Signal()
+	p.mu.Unlock()
+}
+
+// worker is one worker process and its pipes.
+type worker struct {
+	gen  *generation
+	cmd  *exec.Cmd
+	in   *os.File // its requests (the worker's fd 3)
+	out  *os.File // its results (the worker's fd 4)
+	diag *headWriter
+	// killed says the controller killed it at a render's deadline.
+	killed   atomic.Bool
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// start starts a worker for g and waits until it has loaded g's config.
+func (p *Pool) start(g *generation) (*worker, error) {
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		return nil, err
+	}
+	diag := &headWriter{limit: diagnosticsBytes}
+	cmd := exec.Command(p.opts.Executable)
+	cmd.Env = append(append(os.Environ(), p.opts.Env...), envWorker+"=1")
+	cmd.ExtraFiles = []*os.File{reqR, resW}
+	cmd.Stdout, cmd.Stderr = diag, diag
+	cmd.SysProcAttr = sysProcAttr()
+	err = cmd.Start()
+	reqR.Close()
+	resW.Close()
+	if err != nil {
+		reqW.Close()
+		resR.Close()
+		return nil, fmt.Errorf("starting a render worker: %w", err)
+	}
+	w := &worker{gen: g, cmd: cmd, in: reqW, out: resR, diag: diag}
+	p.count(func(m *Metrics) { m.starts.Inc() })
+	timer := time.AfterFunc(p.opts.StartTimeout, func() { w.kill() })
+	defer timer.Stop()
+	if err := writeJSON(w.in, kindHello, g.hello); err != nil {
+		return nil, w.failStart(fmt.Errorf("sending its config: %w", err))
+	}
+	kind, body, err := readFrame(w.out, func(byte) int64 { return maxSmallFrame })
+	if err != nil || kind != kindReady {
+		return nil, w.failStart(fmt.Errorf("waiting for it to load the config: frame %q: %v", kind, err))
+	}
+	var r ready
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, w.failStart(err)
+	}
+	switch {
+	case r.Stale:
+		return nil, w.failStart(errors.New("the config's files changed since stencil loaded them; renders wait for the reload"))
+	case r.Error != "":
+		return nil, w.failStart(errors.New(r.Error))
+	}
+	return w, nil
+}
+
+// failStart stops a worker that did not start and says why.
+func (w *worker) failStart(err error) error {
+	w.kill()
+	w.reap()
+	if d := w.diag.firstLine(); d != "" {
+		return fmt.Errorf("render worker: %w (it printed: %s)", err, d)
+	}
+	return fmt.Errorf("render worker: %w", err)
+}
+
+func (p *Pool) count(f func(m *Metrics)) {
+	if p.opts.Metrics != nil {
+		f(p.opts.Metrics)
+	}
+}
+
+// kill kills the process; reap collects it.
+func (w *worker) kill() { _ = w.cmd.Process.Kill() }
+
+// reap closes the pipes and waits for the process to end.
+func (w *worker) reap() error {
+	w.waitOnce.Do(func() {
+		w.in.Close()
+		w.waitErr = w.cmd.Wait()
+		w.out.Close()
+	})
+	return w.waitErr
+}
+
+// stop ends an idle worker: its request pipe closes, and it exits.
+func (w *worker) stop() {
+	w.in.Close()
+	done := make(chan struct{})
+	go func() { w.reap(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		w.kill()
+		<-done
+	}
+}
+
+// render runs one render on w. keep is false when w died or retired.
+func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Live) (*templates.Result, bool, error) {
+	b := s.Budget()
+	pv, err := toWire(parent)
+	if err != nil {
+		return nil, true, &engine.RenderError{Err: fmt.Errorf("reading the resource: %w", err)}
+	}
+	req := request{GVR: s.Resource().GVR().String(), Parent: pv, Live: live != nil, CPUSeconds: b.TimeoutSeconds, MemoryMiB: b.MemoryMiB}
+	timer := time.AfterFunc(time.Duration(b.TimeoutSeconds)*time.Second+killGrace, func() {
+		w.killed.Store(true)
+		w.kill()
+	})
+	defer timer.Stop()
+	template := ""
+	if s.Chart() != nil {
+		template = s.Resource().Chart
+	}
+	resultBound := resultsPerObject*b.StringBytes + maxSmallFrame
+	limit := func(kind byte) int64 {
+		switch kind {
+		case kindResult:
+			return resultBound
+		case kindQuestion:
+			return b.StringBytes + maxSmallFrame
+		}
+		return maxSmallFrame
+	}
+	if err := writeJSON(w.in, kindRequest, req); err != nil {
+		return nil, false, w.died(b, template, err)
+	}
+	for {
+		kind, body, err := readFrame(w.out, limit)
+		if err != nil {
+			var tl *errTooLarge
+			if errors.As(err, &tl) {
+				w.kill()
+				w.reap()
+				w.gen.pool.count(func(m *Metrics) {
+					m.killed.WithLabelValues(reasonOutput).Inc()
+					m.exits.WithLabelValues(reasonOutput).Inc()
+				})
+				return nil, false, &engine.RenderError{Template: template, Err: &KilledError{Reason: reasonOutput,
+					Bound: fmt.Sprintf("its output, %s", tl)}}
+			}
+			return nil, false, w.died(b, template, err)
+		}
+		switch kind {
+		case kindTemplate:
+			template = string(body)
+		case kindQuestion:
+			if err := w.answer(body, live); err != nil {
+				return nil, false, w.died(b, template, err)
+			}
+		case kindResult:
+			if !timer.Stop() {
+				// Killed as it answered: the answer stands, the worker
+				// does not.
+				r, err := decodeResult(body, b)
+				w.reap()
+				return r, false, err
+			}
+			var res result
+			if err := json.Unmarshal(body, &res); err != nil {
+				w.kill()
+				return nil, false, &engine.RenderError{Template: template, Err: fmt.Errorf("reading the render worker's result: %w", err)}
+			}
+			r, err := fromResult(res, b)
+			if res.Retire {
+				w.gen.pool.count(func(m *Metrics) { m.exits.WithLabelValues(reasonRetired).Inc() })
+			}
+			return r, !res.Retire, err
+		default:
+			w.kill()
+			return nil, false, w.died(b, template, fmt.Errorf("unexpected frame %q", kind))
+		}
+	}
+}
+
+// answer answers a worker's question about a live child.
+func (w *worker) answer(body []byte, live templates.Live) error {
+	var q question
+	if err := json.Unmarshal(body, &q); err != nil {
+		return err
+	}
+	var a answer
+	if live != nil {
+		if u, ok := live.Child(q.Kind, q.Name); ok {
+			switch q.Op {
+			case "child":
+				obj, err := encodeValue(u.Object)
+				if err != nil {
+					return err
+				}
+				a = answer{Found: true, Object: obj, Ready: live.Ready(u)}
+			case "current":
+				want, err := decodeMap(q.Want)
+				if err != nil {
+					return err
+				}
+				a.Yes = live.Current(&unstructured.Unstructured{Object: want}, u)
+			}
+		}
+	}
+	return writeJSON(w.in, kindAnswer, a)
+}
+
+// Reasons a worker ends, the label of stencil_render_worker_exits_total
+// and (but retired) of stencil_renders_killed_total.
+const (
+	reasonDeadline = "deadline"
+	reasonCPU      = "cpu"
+	reasonMemory   = "memory"
+	reasonStack    = "stack"
+	reasonPanic    = "panic"
+	reasonCrash    = "crash"
+	reasonOutput   = "output"
+	reasonRetired  = "retired"
+)
+
+// KilledError is a render whose worker died: the bound it hit, or what
+// ended it.
+type KilledError struct {
+	// Reason is deadline, cpu, memory, stack, panic, crash or output.
+	Reason string
+	// Bound says which bound, with its value, or what the worker printed.
+	Bound string
+}
+
+// Error reads "render worker killed at its memory bound (renderBudget.memoryMiB, 512 MiB)".
+func (e *KilledError) Error() string { return "render worker killed at " + e.Bound }
+
+// Is makes a KilledError templates.ErrRenderKilled.
+func (e *KilledError) Is(target error) bool { return target == templates.ErrRenderKilled }
+
+// died collects a worker that stopped answering and says what ended it.
+func (w *worker) died(b config.RenderBudget, template string, cause error) error {
+	w.in.Close()
+	werr := w.reap()
+	ke := w.classify(b, werr)
+	w.gen.pool.count(func(m *Metrics) { m.killed.WithLabelValues(ke.Reason).Inc(); m.exits.WithLabelValues(ke.Reason).Inc() })
+	w.gen.pool.opts.Logger.Info("Render worker died", "template", template, "reason", ke.Reason, "bound", ke.Bound, "pipe", cause, "exit", werr)
+	return &engine.RenderError{Template: template, Err: ke}
+}
+
+// classify names what ended a worker from how it exited and what it
+// printed first.
+func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
+	diag := w.diag.String()
+	var ee *exec.ExitError
+	code, sig := 0, syscall.Signal(0)
+	if errors.As(werr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			code = ws.ExitStatus()
+			if ws.Signaled() {
+				sig = ws.Signal()
+			}
+		}
+	}
+	switch {
+	case w.killed.Load():
+		return &KilledError{Reason: reasonDeadline, Bound: fmt.Sprintf("its deadline (renderBudget.timeoutSeconds, %ds)", b.TimeoutSeconds)}
+	case code == exitCPU || sig == syscall.SIGXCPU:
+		return &KilledError{Reason: reasonCPU, Bound: fmt.Sprintf("its CPU time (RLIMIT_CPU, renderBudget.timeoutSeconds %ds)", b.TimeoutSeconds)}
+	case strings.Contains(diag, "out of memory") || strings.Contains(diag, "cannot allocate memory"):
+		return &KilledError{Reason: reasonMemory, Bound: fmt.Sprintf("its memory bound (RLIMIT_AS, renderBudget.memoryMiB %d MiB)", b.MemoryMiB)}
+	case strings.Contains(diag, "stack exceeds") || strings.Contains(diag, "stack overflow"):
+		return &KilledError{Reason: reasonStack, Bound: "its stack bound (" + firstLine(diag, "fatal error:") + ")"}
+	case strings.Contains(diag, "panic:"):
+		return &KilledError{Reason: reasonPanic, Bound: "a panic (" + firstLine(diag, "panic:") + ")"}
+	}
+	what := "its exit"
+	if werr != nil {
+		what = werr.Error()
+	}
+	if l := w.diag.firstLine(); l != "" {
+		what += ": " + l
+	}
+	return &KilledError{Reason: reasonCrash, Bound: "a crash (" + what + ")"}
+}
+
+// decodeResult decodes a result frame.
+func decodeResult(body []byte, b config.RenderBudget) (*templates.Result, error) {
+	var res result
+	if err := json.Unmarshal(body, &res); err != nil {
+		return nil, &engine.RenderError{Err: fmt.Errorf("reading the render worker's result: %w", err)}
+	}
+	return fromResult(res, b)
+}
+
+// fromResult turns a worker's result into what RenderWith returns.
+func fromResult(res result, b config.RenderBudget) (*templates.Result, error) {
+	if len(res.Errors) > 0 {
+		errs := make([]error, len(res.Errors))
+		for i, we := range res.Errors {
+			var inner error = errors.New(we.Message)
+			if we.Budget {
+				inner = budgetError{inner}
+			}
+			if we.Template != "" {
+				inner = &engine.RenderError{Template: we.Template, Line: we.Line, Err: inner}
+			}
+			errs[i] = inner
+		}
+		return nil, errors.Join(errs...)
+	}
+	r := &templates.Result{StatusWaits: res.StatusWaits, Waits: res.Waits, Release: res.Release, Hooks: res.Hooks, Notes: res.Notes}
+	for i, raw := range res.Children {
+		if int64(len(raw)) > b.StringBytes {
+			return nil, &engine.RenderError{Err: fmt.Errorf("rendered object %d is %d bytes, over renderBudget.stringBytes (%d)", i+1, len(raw), b.StringBytes)}
+		}
+		m, err := decodeMap(raw)
+		if err != nil {
+			return nil, &engine.RenderError{Err: fmt.Errorf("reading rendered object %d: %w", i+1, err)}
+		}
+		r.Children = append(r.Children, &unstructured.Unstructured{Object: m})
+	}
+	if len(res.Status) > 0 {
+		m, err := decodeMap(res.Status)
+		if err != nil {
+			return nil, &engine.RenderError{Err: fmt.Errorf("reading the rendered status: %w", err)}
+		}
+		r.Status = m
+	}
+	return r, nil
+}
+
+// budgetError is a worker's budget error: budget.ErrExceeded, as it was
+// in the worker.
+type budgetError struct{ error }
+
+func (e budgetError) Is(target error) bool { return target == budget.ErrExceeded }
+
+func (e budgetError) Unwrap() error { return e.error }
+
+// headWriter keeps the first limit bytes written to it and drops the rest.
+type headWriter struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := h.limit - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *headWriter) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.buf)
+}
+
+// firstLine is the first non-empty line the worker printed.
+func (h *headWriter) firstLine() string { return firstLine(h.String(), "") }
+
+// firstLine returns the first line of s that starts with prefix.
+func firstLine(s, prefix string) string {
+	for l := range strings.Lines(s) {
+		l = strings.TrimSpace(l)
+		if l != "" && strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+var _ io.Writer = (*headWriter)(nil)
+
+// Metrics are the pool's collectors.
+type Metrics struct {
+	workers prometheus.Gauge
+	starts  prometheus.Counter
+	exits   *prometheus.CounterVec
+	killed  *prometheus.CounterVec
+}
+
+// Killed is the counter of renders killed for reason.
+func (m *Metrics) Killed(reason string) prometheus.Counter { return m.killed.WithLabelValues(reason) }
+
+// NewMetrics creates the pool's collectors and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		workers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stencil_render_workers", Help: "Render worker processes alive, busy or idle.",
+		}),
+		starts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stencil_render_worker_starts_total", Help: "Render worker processes started.",
+		}),
+		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_render_worker_exits_total", Help: "Render workers that ended during a render, by reason: deadline, cpu, memory, stack, panic, crash, output, or retired (its address space grew).",
+		}, []string{"reason"}),
+		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_renders_killed_total", Help: "Renders that killed their worker, by the bound hit: deadline, cpu, memory, stack, panic, crash, output.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{reasonDeadline, reasonCPU, reasonMemory, reasonStack, reasonPanic, reasonCrash, reasonOutput} {
+		m.killed.WithLabelValues(r)
+		m.exits.WithLabelValues(r)
+	}
+	m.exits.WithLabelValues(reasonRetired)
+	reg.MustRegister(m.workers, m.starts, m.exits, m.killed)
+	return m
+}
