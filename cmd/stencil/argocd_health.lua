@@ -68,7 +68,7 @@ end
 -- A stencil that predates Stalled says so in Ready alone: these reasons
 -- wait for a person.
 if ready ~= nil and ready.status == "False" and
-    (ready.reason == "RenderFailed" or ready.reason == "ApplyFailed" or ready.reason == "OwnershipConflict") then
+    (ready.reason == "RenderFailed" or ready.reason == "RenderKilled" or ready.reason == "ApplyFailed" or ready.reason == "OwnershipConflict") then
   hs.status = "Degraded"
   hs.message = describe(ready)
   return hs

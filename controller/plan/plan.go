@@ -48,6 +48,10 @@ const (
 // reasonRenderFailed is the reason of a resource whose render fails.
 const reasonRenderFailed = status.ReasonRenderFailed
 
+// reasonRenderKilled is the reason of a resource whose render killed its
+// worker: a render failure too.
+const reasonRenderKilled = status.ReasonRenderKilled
+
 // Planner plans one config against the live cluster.
 type Planner struct {
 	// Config is the config to plan, Sets its templates, one Set per entry.

@@ -427,7 +427,7 @@ type summary struct {
 func (r *Report) summary() summary {
 	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged, Waiting: len(r.Waiting), Held: len(r.Held)}
 	for _, f := range r.Failures {
-		if f.Reason == reasonRenderFailed {
+		if f.Reason == reasonRenderFailed || f.Reason == reasonRenderKilled {
 			s.RenderFailed++
 		} else {
 			s.ApplyFailed++

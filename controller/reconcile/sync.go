@@ -121,7 +121,11 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	if err := c.renderFailures.get(p.key, entry, parent); err != nil {
 		// The same render failed before: reported, not run again.
 		klog.FromContext(ctx).V(4).Info("Render failed before with this spec and these templates, not rendered again")
-		return c.fail(ctx, p, status.ReasonRenderFailed, err)
+		reason := status.ReasonRenderFailed
+		if errors.Is(err, templates.ErrRenderKilled) {
+			reason = status.ReasonRenderKilled
+		}
+		return c.fail(ctx, p, reason, err)
 	}
 	obj, err := view.NewObject(parent, p.key.GVR)
 	if err != nil {
@@ -140,9 +144,19 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 		p.render = r
 		return c.converge(ctx, p)
 	}
+	if errors.Is(err, templates.ErrWallDown) {
+		// No worker could start (the config's files are changing, the
+		// machine is out of processes): not this resource's failure, so
+		// neither remembered nor reported; retried with backoff.
+		return fmt.Errorf("rendering %s: %w", p.key, err)
+	}
 	c.opts.Metrics.renderErrors.WithLabelValues(entry.Label).Inc()
-	if errors.Is(err, budget.ErrExceeded) {
+	reason := status.ReasonRenderFailed
+	switch {
+	case errors.Is(err, budget.ErrExceeded):
 		c.opts.Metrics.budgetExceeded.WithLabelValues(entry.Label).Inc()
+	case errors.Is(err, templates.ErrRenderKilled):
+		reason = status.ReasonRenderKilled
 	}
 	err = requeue.Terminal(err)
 	if !readsLive {
@@ -150,7 +164,7 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	}
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
-	return c.fail(ctx, p, status.ReasonRenderFailed, err)
+	return c.fail(ctx, p, reason, err)
 }
 
 // ForgetUnconfigured drops the same of every resource whose entry left the

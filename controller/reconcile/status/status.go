@@ -41,6 +41,10 @@ const (
 	ReasonAllChildrenReady  = "AllChildrenReady"
 	ReasonProgressing       = "Progressing"
 	ReasonRenderFailed      = "RenderFailed"
+	// ReasonRenderKilled: the render killed its worker (a bound the
+	// kernel or the deadline enforces, a fatal error); the message names
+	// the template and the bound.
+	ReasonRenderKilled = "RenderKilled"
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonOwnershipConflict = "OwnershipConflict"
 	ReasonPaused            = "Paused"
