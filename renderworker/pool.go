@@ -367,7 +367,7 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 					m.exits.WithLabelValues(reasonOutput).Inc()
 				})
 				return nil, false, &engine.RenderError{Template: template, Err: &KilledError{Reason: reasonOutput,
-					Bound: fmt.Sprintf("its output, %s", tl)}}
+					Bound: fmt.Sprintf("its result, %d bytes, is over the output bound of %d (%d times renderBudget.stringBytes)", tl.size, tl.limit, resultsPerObject)}}
 			}
 			return nil, false, w.died(b, template, err)
 		}
@@ -453,8 +453,8 @@ type KilledError struct {
 	Bound string
 }
 
-// Error reads "render worker killed at its memory bound (renderBudget.memoryMiB, 512 MiB)".
-func (e *KilledError) Error() string { return "render worker killed at " + e.Bound }
+// Error reads "render worker killed: it hit its memory bound (RLIMIT_AS, renderBudget.memoryMiB 512 MiB)".
+func (e *KilledError) Error() string { return "render worker killed: " + e.Bound }
 
 // Is makes a KilledError templates.ErrRenderKilled.
 func (e *KilledError) Is(target error) bool { return target == templates.ErrRenderKilled }
@@ -485,15 +485,15 @@ func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
 	}
 	switch {
 	case w.killed.Load():
-		return &KilledError{Reason: reasonDeadline, Bound: fmt.Sprintf("its deadline (renderBudget.timeoutSeconds, %ds)", b.TimeoutSeconds)}
+		return &KilledError{Reason: reasonDeadline, Bound: fmt.Sprintf("it ran past its deadline (renderBudget.timeoutSeconds %ds)", b.TimeoutSeconds)}
 	case code == exitCPU || sig == syscall.SIGXCPU:
-		return &KilledError{Reason: reasonCPU, Bound: fmt.Sprintf("its CPU time (RLIMIT_CPU, renderBudget.timeoutSeconds %ds)", b.TimeoutSeconds)}
+		return &KilledError{Reason: reasonCPU, Bound: fmt.Sprintf("it used up its CPU time (RLIMIT_CPU, renderBudget.timeoutSeconds %ds)", b.TimeoutSeconds)}
 	case strings.Contains(diag, "out of memory") || strings.Contains(diag, "cannot allocate memory"):
-		return &KilledError{Reason: reasonMemory, Bound: fmt.Sprintf("its memory bound (RLIMIT_AS, renderBudget.memoryMiB %d MiB)", b.MemoryMiB)}
+		return &KilledError{Reason: reasonMemory, Bound: fmt.Sprintf("it hit its memory bound (RLIMIT_AS, renderBudget.memoryMiB %d MiB)", b.MemoryMiB)}
 	case strings.Contains(diag, "stack exceeds") || strings.Contains(diag, "stack overflow"):
-		return &KilledError{Reason: reasonStack, Bound: "its stack bound (" + firstLine(diag, "fatal error:") + ")"}
+		return &KilledError{Reason: reasonStack, Bound: "it overflowed its stack (" + firstLine(diag, "fatal error:") + ")"}
 	case strings.Contains(diag, "panic:"):
-		return &KilledError{Reason: reasonPanic, Bound: "a panic (" + firstLine(diag, "panic:") + ")"}
+		return &KilledError{Reason: reasonPanic, Bound: "it panicked (" + firstLine(diag, "panic:") + ")"}
 	}
 	what := "its exit"
 	if werr != nil {
@@ -502,7 +502,7 @@ func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
 	if l := w.diag.firstLine(); l != "" {
 		what += ": " + l
 	}
-	return &KilledError{Reason: reasonCrash, Bound: "a crash (" + what + ")"}
+	return &KilledError{Reason: reasonCrash, Bound: "it crashed (" + what + ")"}
 }
 
 // decodeResult decodes a result frame.

@@ -204,7 +204,7 @@ func TestRenderErrors(t *testing.T) {
 		{"function error", []string{"d.tmpl", "\n\nx: {{ fail (printf \"%s is not a whole number\" .Spec.image) }}"}, nil, []string{`d.tmpl:3: error calling fail: nginx is not a whole number`}, 3},
 		{"index out of range", []string{"d.tmpl", "{{ index .Spec.list 5 }}"}, map[string]any{"list": []any{}}, []string{"d.tmpl:1: error calling index: index out of range: 5"}, 1},
 		{"output too large", []string{"d.tmpl", `{{ range .Spec.list }}{{ range $.Spec.list }}{{ range $.Spec.list }}{{ printf "%1000s" "x" }}{{ end }}{{ end }}{{ end }}`},
-			map[string]any{"list": make([]any, 20)}, []string{"d.tmpl: output exceeds 4194304 bytes"}, 0},
+			map[string]any{"list": make([]any, 20)}, []string{"d.tmpl: output exceeds 4194304 bytes, the bound"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,7 +45,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	if caps, err := clusterCapabilities(restConfig); err == nil {
 		opts.Capabilities = caps
 	}
-	src.wall = newWall(*workers, klog.Background(), nil)
+	src.wall = newWall(*workers, klog.Background().V(2), nil)
 	if src.wall != nil {
 		defer src.wall.Close()
 	}

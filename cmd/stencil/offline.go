@@ -87,7 +87,7 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	// The CLI renders through the same wall as run: it dies no more than
 	// the controller does.
-	src.wall = newWall(1, klog.Background(), nil)
+	src.wall = newWall(1, klog.Background().V(2), nil)
 	if src.wall != nil {
 		defer src.wall.Close()
 	}

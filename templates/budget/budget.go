@@ -33,6 +33,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"text/template"
@@ -232,9 +233,17 @@ func (meter *Meter) Measured(name string, v any) error {
 		return nil
 	}
 	var size, nodes int64
+	// An indenting serialiser writes each entry's depth again as
+	// indentation: a value nested 5,000 deep around 100,000 strings is
+	// 330 KB of JSON and a gigabyte of YAML.
+	indent := int64(0)
+	if indenting[name] {
+		indent = 2
+	}
 	var walk func(v any, depth int) bool
 	walk = func(v any, depth int) bool {
 		nodes++
+		size = satAdd(size, satMul(indent, int64(depth)))
 		if depth > 10_000 {
 			size = limit + 1
 			return false
@@ -293,6 +302,10 @@ func (meter *Meter) Measured(name string, v any) error {
 	return meter.Charge(satMul(size/64+nodes, max(serialiserWeight[name], 1)))
 }
 
+// indenting are the serialisers that indent each level of nesting.
+var indenting = map[string]bool{"toYaml": true, "mustToYaml": true, "toYamlPretty": true,
+	"toPrettyJson": true, "mustToPrettyJson": true}
+
 // guard checks a call before it runs; args are the call's arguments.
 type guard func(meter *Meter, name string, args []any) error
 
@@ -322,6 +335,16 @@ var guards = map[string]guard{
 	"mustRegexReplaceAllLiteral": guardRegexReplace,
 	"printf":                     guardPrintf,
 	"concat":                     guardConcat,
+	"join":                       guardJoin,
+	"regexMatch":                 guardRegexWork(0, 1),
+	"mustRegexMatch":             guardRegexWork(0, 1),
+	"regexFind":                  guardRegexWork(0, 1),
+	"mustRegexFind":              guardRegexWork(0, 1),
+	"randAlphaNum":               guardLength(1),
+	"randAlpha":                  guardLength(1),
+	"randAscii":                  guardLength(1),
+	"randNumeric":                guardLength(1),
+	"randBytes":                  guardLength(2),
 	"uniq":                       guardQuadratic,
 	"mustUniq":                   guardQuadratic,
 	"without":                    guardQuadratic,
@@ -529,6 +552,59 @@ func checkFormat(meter *Meter, name, format string, args []any) error {
 		}
 	}
 	return nil
+}
+
+// guardJoin is join SEP LIST: the separator once between every two items,
+// and the items' text.
+func guardJoin(meter *Meter, name string, a []any) error {
+	if len(a) < 2 {
+		return nil
+	}
+	sep := int64(len(str(a, 0)))
+	rv := reflect.ValueOf(a[1])
+	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
+		return nil
+	}
+	n := int64(rv.Len())
+	size := satMul(sep, max(n-1, 0))
+	for i := range rv.Len() {
+		switch e := rv.Index(i).Interface().(type) {
+		case string:
+			size = satAdd(size, int64(len(e)))
+		default:
+			size = satAdd(size, 24) // a number or a value fmt prints
+		}
+		if size > meter.limits.StringBytes {
+			break
+		}
+	}
+	return meter.Text(name, size)
+}
+
+// guardRegexWork charges a regular expression's match by its program's
+// size times the text's: Go's engine is linear in the text, but for each
+// byte it runs every instruction the pattern compiles to, and a short
+// pattern ((?:a|b){1000}c) compiles to thousands.
+func guardRegexWork(re, s int) guard {
+	return func(meter *Meter, name string, a []any) error {
+		parsed, err := syntax.Parse(str(a, re), syntax.Perl)
+		if err != nil {
+			return nil // the function reports it
+		}
+		prog, err := syntax.Compile(parsed.Simplify())
+		if err != nil {
+			return nil
+		}
+		return meter.Charge(satMul(int64(len(prog.Inst)), int64(len(str(a, s)))) / 64)
+	}
+}
+
+// guardLength is a function whose argument is the length of its result
+// (randAlphaNum N), per mul bytes of the result per unit.
+func guardLength(mul int64) guard {
+	return func(meter *Meter, name string, a []any) error {
+		return meter.Text(name, satMul(satAbs(toInt(a, 0)), mul))
+	}
 }
 
 func guardConcat(meter *Meter, name string, a []any) error {

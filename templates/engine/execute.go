@@ -87,7 +87,7 @@ func Execute(t *template.Template, name string, data any) (out []byte, err error
 	return w.buf.Bytes(), nil
 }
 
-var errOutputTooLarge = fmt.Errorf("output exceeds %d bytes", MaxOutputBytes)
+var errOutputTooLarge = fmt.Errorf("output exceeds %d bytes, the bound of one template's output", MaxOutputBytes)
 
 type limitedBuffer struct {
 	buf bytes.Buffer

@@ -55,8 +55,7 @@ step "accepted by the API server: a clear status naming the field, no retry"
 # long as this one's (not watched by stencil): objects are stored with
 # their namespace, and the limit is etcd's (1.5 MiB per value).
 probe="faults-bad-probe-${NS##*-}"
-create_once k create namespace "$probe" >/dev/null
-defer k delete namespace "$probe" --wait=false
+new_namespace "$probe"
 lo=1500000 hi=1600000
 while ((hi - lo > 50)); do
   mid=$(((lo + hi) / 2))

@@ -189,9 +189,10 @@ start_replica() {
 }
 
 # launch_replica TAG [FLAG...] starts replica TAG like start_replica but
-# does not wait for it to be ready (wait_replica_ready TAG does): replicas
-# launched one after the other start within milliseconds, as a
-# Deployment's pods do.
+# does not wait for it to be ready (wait_replica_ready TAG does). Replicas
+# that must start together, as a Deployment's pods do, are launched with
+# launch_together: one launch_replica after the other takes a few
+# milliseconds on an idle machine, hundreds on a busy one.
 launch_replica() {
   local tag=$1
   shift
@@ -205,11 +206,63 @@ launch_replica() {
   echo "--- $(date -u +%T) stencil run (replica $tag) $*" >>"${RLOG[$tag]}"
   local scope=(--namespace "$NS")
   [ "${FAULTS_SCOPE-unset}" = unset ] || scope=()
-  "$STENCIL" run --config "$FAULTS_CONFIG" "${scope[@]}" --kubeconfig "$WORK/kubeconfig-$tag" \
-    --metrics-bind-address "127.0.0.1:${RMETRICS[$tag]}" --health-probe-bind-address "127.0.0.1:${RHEALTH[$tag]}" "$@" \
-    >>"${RLOG[$tag]}" 2>&1 &
+  local cmd=("$STENCIL" run --config "$FAULTS_CONFIG" "${scope[@]}" --kubeconfig "$WORK/kubeconfig-$tag"
+    --metrics-bind-address "127.0.0.1:${RMETRICS[$tag]}" --health-probe-bind-address "127.0.0.1:${RHEALTH[$tag]}" "$@")
+  if [ -n "$LAUNCH_GATE" ]; then
+    # Held at launch_together's gate: a line from the fifo releases it; it
+    # records when (microseconds) and becomes stencil (same pid).
+    {
+      exec {LAUNCH_GATE_FD}>&-
+      read -r _ <"$LAUNCH_GATE" || true
+      echo "${EPOCHREALTIME/./}" >"$LAUNCH_GATE.$tag"
+      exec "${cmd[@]}"
+    } >>"${RLOG[$tag]}" 2>&1 &
+  else
+    "${cmd[@]}" >>"${RLOG[$tag]}" 2>&1 &
+  fi
   RPID[$tag]=$!
   RRC[$tag]=""
+}
+
+# launch_together TAGS [FLAG...] launches a replica for each tag in TAGS
+# ("a b c"), each with FLAGs, as launch_replica does, but holds each one at
+# a gate (a fifo it reads a line from before it execs stencil) until all
+# are forked, then releases them with one write: how long forking them took
+# (442 ms in CI with another job on the second core) does not matter, only
+# one wake-up does. Sets LAUNCH_SPREAD_MS to the spread of the times at
+# which they were released, as each recorded it just before its exec.
+LAUNCH_GATE=""
+LAUNCH_GATE_FD=""
+LAUNCH_SPREAD_MS=""
+launch_together() {
+  local tags=$1 tag us min="" max="" lines="" deadline=$((SECONDS + 30))
+  shift
+  LAUNCH_GATE="$WORK/launch-gate"
+  rm -f "$LAUNCH_GATE" "$LAUNCH_GATE".*
+  mkfifo "$LAUNCH_GATE"
+  # Held open for reading and writing until every member is released: a
+  # member's open does not wait for a writer, its read waits for its line,
+  # and a member slow to open still finds its line in the fifo.
+  exec {LAUNCH_GATE_FD}<>"$LAUNCH_GATE"
+  for tag in $tags; do
+    launch_replica "$tag" "$@"
+    lines+=$'go\n'
+  done
+  # One write, one line per member: bash reads a fifo a byte at a time,
+  # so each member's read takes one line.
+  printf '%s' "$lines" >&"$LAUNCH_GATE_FD"
+  for tag in $tags; do
+    until read -r us 2>/dev/null <"$LAUNCH_GATE.$tag"; do
+      replica_alive "$tag" || fail "replica $tag exited at the launch gate; log ${RLOG[$tag]}: $(tail -n 5 "${RLOG[$tag]}")"
+      ((SECONDS < deadline)) || fail "replica $tag not released from the launch gate after 30s"
+      sleep 0.01
+    done
+    if [ -z "$min" ] || ((us < min)); then min=$us; fi
+    if [ -z "$max" ] || ((us > max)); then max=$us; fi
+  done
+  exec {LAUNCH_GATE_FD}>&-
+  LAUNCH_GATE=""
+  LAUNCH_SPREAD_MS=$(((max - min) / 1000))
 }
 
 # wait_replica_ready TAG waits up to 60 s for replica TAG's /readyz.

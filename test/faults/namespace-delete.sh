@@ -10,8 +10,7 @@ source "$(dirname "$0")/lib.sh"
 
 use_namespace namespace-delete
 doomed="$NS-doomed"
-create_once k create namespace "$doomed" >/dev/null
-defer k delete namespace "$doomed" --wait=false
+new_namespace "$doomed"
 # One stencil for both namespaces: the config lists them.
 copy_config
 sed -i "s|^    templates:|    namespaces: [$NS, $doomed]\n    templates:|" "$CONFIG_DIR/stencil.yaml"

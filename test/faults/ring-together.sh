@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A ring whose three members start together, as deploy/ring/'s Deployment
-# starts its pods: launched within 100 ms, each sees few or none of the
+# starts its pods: released within 100 ms of one another (forked first,
+# then let go at once: see launch_together), each sees few or none of the
 # others at its first list. The 30 namespaces (300 WebApps) are named as
 # RING_NAMING says (words by default: together-XXXX-payments ...). Within
 # 30 s of the view settling, each member caches 20% to 45% of the WebApps
@@ -144,20 +145,37 @@ wait_for_quiet() {
   done
 }
 
+# no_leases succeeds once $NS holds no Lease (deleting any there).
+no_leases() {
+  k -n "$NS" delete leases --all >/dev/null || return 1
+  [ -z "$(k -n "$NS" get leases -o name)" ]
+}
+
 step "300 WebApps in 30 namespaces; three members launched together"
 ring_workload registry.k8s.io/pause:3.10 | k apply --server-side --field-manager=faults-author -f - >/dev/null
-t0=$(now_ms)
-# shellcheck disable=SC2046
-launch_replica a $(ring_flags)
-# shellcheck disable=SC2046
-launch_replica b $(ring_flags)
-# shellcheck disable=SC2046
-launch_replica c $(ring_flags)
-spread=$(($(now_ms) - t0))
-((spread < 100)) || fail "the three members were launched over ${spread} ms; want under 100"
+# The members are forked first and held at a gate that releases them at
+# once (launch_together): forking three one after the other took 442 ms in
+# CI with another job on the second core, and the scenario then failed its
+# own precondition without testing anything. The spread is measured
+# between their releases, just before each execs stencil. Should even that
+# be 100 ms or more, the set-up is started over, up to 3 times: the
+# members killed, their Leases deleted (new members would count them as
+# members until they expire), then launched again, so that each still sees
+# few or none of the others at its first list.
+for attempt in 1 2 3; do
+  t0=$(now_ms)
+  # shellcheck disable=SC2046
+  launch_together "a b c" $(ring_flags)
+  spread=$LAUNCH_SPREAD_MS
+  ((spread >= 100)) || break
+  ((attempt < 3)) || fail "the three members were released over ${spread} ms on each of 3 attempts; want under 100"
+  echo "[$SCENARIO] attempt $attempt: the three members were released over ${spread} ms, want under 100: stopping them, launching again"
+  for t in a b c; do kill_replica "$t"; done
+  wait_for 30 "the stopped members' Leases to be deleted" no_leases
+done
 for t in a b c; do wait_replica_ready "$t"; done
 wait_for 300 "all $TOTAL WebApps Ready" all_ready
-ok "launched within ${spread} ms; all $TOTAL Ready $(secs "$t0" "$(now_ms)")s after the launch"
+ok "released within ${spread} ms (attempt $attempt); all $TOTAL Ready $(secs "$t0" "$(now_ms)")s after the launch"
 check_members started-together a b c
 
 step "member c gets kill -9: a and b take its namespaces within 20 s"
@@ -191,4 +209,4 @@ roll a d
 roll b e
 check_members after-a-rolling-restart d e f
 
-figures "$RING_NAMING names; launched within ${spread} ms; after the start, the kill and the rolling restart each member caches 20% to 45% of the $TOTAL WebApps ($CACHED_LINES) and none outside its share; each namespace written by the member that caches it; c's $(wc -w <<<"$c_namespaces") namespaces served again ${took}s after kill -9"
+figures "$RING_NAMING names; released within ${spread} ms (attempt $attempt); after the start, the kill and the rolling restart each member caches 20% to 45% of the $TOTAL WebApps ($CACHED_LINES) and none outside its share; each namespace written by the member that caches it; c's $(wc -w <<<"$c_namespaces") namespaces served again ${took}s after kill -9"

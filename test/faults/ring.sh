@@ -17,6 +17,24 @@
 source "$(dirname "$0")/lib.sh"
 
 use_namespace "$SCENARIO"
+# The members cache every WebApp of their share, cluster-wide. The earlier
+# scenarios delete their namespaces without waiting (namespace-delete's 200
+# WebApps, the other ring's 300): until the namespace controller is done
+# with them, they are in the caches too, and the sum below is not 300
+# (CI counted 400 and 417 before this wait). test/cluster/faults.sh waits
+# for them between scenarios; this is for a run of this scenario alone.
+# Before ring-unfiltered's API server restart below, not after: killing it
+# while the namespace controller deletes them can set that back by up to a
+# minute (the controller's retry backoff). (ring-unfiltered timed out in
+# this wait once in CI, after ring-together had failed.)
+no_other_webapps() {
+  local left
+  left=$(k get webapps -A -o name) || return 1
+  [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
+}
+wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
+wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
+
 want_mode="the API server serves sharded list and watch"
 if [ "${RING_UNFILTERED:-}" = 1 ]; then
   stop_component kube-apiserver KILL
@@ -35,19 +53,6 @@ RING_LABEL="faults.stencil.dev/ring=$NS"
 # Cluster-wide: the members split every namespace between them.
 FAULTS_SCOPE=""
 ring_flags() { echo --ring faults --leader-elect-namespace "$NS"; }
-
-# The members cache every WebApp of their share, cluster-wide. The earlier
-# scenarios delete their namespaces without waiting (namespace-delete's 200
-# WebApps, the other ring's 300): until the namespace controller is done
-# with them, they are in the caches too, and the sum below is not 300
-# (CI counted 400 and 417 before this wait).
-no_other_webapps() {
-  local left
-  left=$(k get webapps -A -o name) || return 1
-  [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
-}
-wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
-wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
 
 mapfile -t all_names < <(ring_names "$NS" $((RING_NAMESPACES + 1)))
 namespaces=("${all_names[@]:0:RING_NAMESPACES}")

@@ -38,13 +38,13 @@ const (
 // Reasons of the Ready condition (and of the Warning events that repeat a
 // failure), and of Throttled.
 const (
-	ReasonAllChildrenReady  = "AllChildrenReady"
-	ReasonProgressing       = "Progressing"
-	ReasonRenderFailed      = "RenderFailed"
+	ReasonAllChildrenReady = "AllChildrenReady"
+	ReasonProgressing      = "Progressing"
+	ReasonRenderFailed     = "RenderFailed"
 	// ReasonRenderKilled: the render killed its worker (a bound the
 	// kernel or the deadline enforces, a fatal error); the message names
 	// the template and the bound.
-	ReasonRenderKilled = "RenderKilled"
+	ReasonRenderKilled      = "RenderKilled"
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonOwnershipConflict = "OwnershipConflict"
 	ReasonPaused            = "Paused"
