@@ -66,6 +66,7 @@ FAULTS ?=
 faults: tools build ## Run the fault scenarios test/faults/*.sh against the local plane, one at a time (FAULTS=name to pick)
 	$(GO) build -o bin/countproxy ./test/faults/countproxy
 	$(GO) build -o bin/faultcheck ./test/faults/faultcheck
+	$(GO) build -o bin/hostile ./test/hostile/gen
 	$(WITH_CLUSTER) $(CLUSTER)/faults.sh $(FAULTS)
 
 rbac-check: tools build ## Show every rule of deploy/base/clusterrole.yaml and deploy/base/role.yaml is needed: remove each, the least-privilege scenario must fail

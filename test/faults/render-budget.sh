@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# One tenant cannot exhaust stencil (the render budget): a stencil process
-# under GOMEMLIMIT serves 200 good resources beside 9 hostile ones, one per
-# way a tenant's value turns a plausible template into unbounded work: a
-# range until a tenant's number (large, and math.MinInt64), a loop in a
-# loop over 20,000 host names, repeat of a tenant's width, has over a
-# 20,000-item list inside a loop (a call charged by what it reads), and in
-# chart mode text a chart runs through tpl and a value printed per row (the
-# output bound, where Helm's writer is not stencil's). Nothing restarts,
-# the peak RSS stays under 512 MiB (a pod's limit), the good resources'
-# time to Ready beside them is within 1.5x of their time alone (measured
-# in the same run), each hostile one says RenderFailed naming the bound and
-# is rendered once per spec change: stencil_render_budget_exceeded_total
-# counts 9, then 18 after a spec change to each, one Warning per change.
+# One tenant cannot exhaust stencil (the render budget, and the wall of
+# render workers around it): a stencil process under GOMEMLIMIT serves 200
+# good resources beside 9 hostile ones, one per way a tenant's value turns
+# a plausible template into unbounded work (a range until a tenant's number,
+# large and math.MinInt64, a loop in a loop over 20,000 host names, repeat
+# of a tenant's width, has over a 20,000-item list inside a loop, and in
+# chart mode text a chart runs through tpl and a value printed per row),
+# and beside the hostile corpus (test/hostile): toYaml and toPrettyJson of
+# a value 5,000 deep (own templates and a chart), a YAML alias bomb, an
+# anchor in a template, toJson of 60,000 args beside a block scalar, join,
+# printf width, uniq, a regular expression, randAlphaNum of a tenant's
+# length, and 100 MB of output. Its two cases that render within every
+# bound (a list 9,990 deep, 40,000 annotations) are left out: the API
+# server refuses what they render, which is not this scenario's point.
+# Nothing restarts; the controller's peak RSS stays within 20% of its peak
+# with the good resources alone, and under 512 MiB; the good resources'
+# time to Ready beside them is within 1.2x of their time alone (measured in
+# the same run); each hostile one says RenderFailed or RenderKilled naming
+# the template and the bound, and is rendered once per spec change
+# (stencil_render_errors_total counts each once, then twice after a spec
+# change to each, one Warning per change).
 # shellcheck source=test/faults/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -31,7 +39,20 @@ sed -e 's|      - webapp/configmap.yaml.tmpl|&\n      - webapp/budget.yaml.tmpl|
   -e 's|^    chart: charts/hello$|&\n    tenantTemplates: true|' "$smoke_root/crds/stencil.yaml" >"$WORK/config/stencil.yaml"
 grep -q budget.yaml.tmpl "$WORK/config/stencil.yaml" || fail "could not add the budget template to the config"
 grep -q 'tenantTemplates: true' "$WORK/config/stencil.yaml" || fail "could not set tenantTemplates on the Hello entry"
+# The hostile corpus's entries, appended to the config's resources (its
+# last key), their paths under hostile/.
+mkdir -p "$WORK/config/hostile"
+cp -r "$smoke_root/test/hostile/templates" "$smoke_root/test/hostile/chart" "$WORK/config/hostile/"
+sed -n '/^resources:/,$p' "$smoke_root/test/hostile/stencil.yaml" | tail -n +2 |
+  sed -e 's|- templates/|- hostile/templates/|' -e 's|chart: chart$|chart: hostile/chart|' >>"$WORK/config/stencil.yaml"
+grep -q 'chart: hostile/chart' "$WORK/config/stencil.yaml" || fail "could not add the hostile corpus's entries to the config"
+k apply -f "$smoke_root/test/hostile/crds.yaml" >/dev/null
+k wait --for condition=Established --timeout 60s crd/attacks.hostile.example.com crd/chartattacks.charts.hostile.example.com >/dev/null
 FAULTS_CONFIG="$WORK/config/stencil.yaml"
+HOSTILE="$smoke_root/bin/hostile"
+[ -x "$HOSTILE" ] || fail "$HOSTILE is missing; make faults builds it"
+corpus_skip=deep-list,chart-annotations
+mapfile -t corpus < <("$HOSTILE" -names -skip "$corpus_skip")
 
 GOMEMLIMIT=256MiB start_replica a
 pid=${RPID[a]}
@@ -67,9 +88,13 @@ apply_workload 2
 wait_recovered 300
 alone_ms=$((RECOVERED_MS - t0))
 ok "created Ready in ${created_alone}s; a spec change to each Ready again in $(secs 0 "$alone_ms")s"
+hwm() { awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status"; }
+alone_hwm_kb=$(hwm)
 
-step "9 hostile resources, and at once a spec change to the 200 good ones"
+hostiles=$((${#hostile_names[@]} + ${#hostile_hellos[@]} + ${#corpus[@]}))
+step "$hostiles hostile resources, and at once a spec change to the 200 good ones"
 t0=$(now_ms)
+"$HOSTILE" -skip "$corpus_skip" | create_once kn create -f - >/dev/null
 {
   hostile wa-shards shards 300000000
   hostile wa-shards-2 shards 2000000000
@@ -85,16 +110,20 @@ apply_workload 3
 wait_recovered 300
 beside_ms=$((RECOVERED_MS - t0))
 ratio=$(awk -v a="$alone_ms" -v b="$beside_ms" 'BEGIN { printf "%.2f", b / a }')
-awk -v r="$ratio" 'BEGIN { exit !(r <= 1.5) }' || fail "the good resources took ${ratio}x their time alone beside the hostile ones"
+awk -v r="$ratio" 'BEGIN { exit !(r <= 1.2) }' || fail "the good resources took ${ratio}x their time alone beside the hostile ones"
 ok "all $WORKLOAD good resources Ready again in $(secs 0 "$beside_ms")s beside the hostile ones: ${ratio}x their time alone"
 
+ready_field() { kn get "$1" "$2" -o jsonpath="{.status.conditions[?(@.type==\"${4:-Ready}\")].$3}"; }
 render_failed() {
-  local n
+  local n c
   for n in "${hostile_names[@]}"; do
-    [ "$(kn get webapp "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}')" = RenderFailed ] || return 1
+    [ "$(ready_field webapp "$n" reason)" = RenderFailed ] || return 1
   done
   for n in "${hostile_hellos[@]}"; do
-    [ "$(kn get hello "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}')" = RenderFailed ] || return 1
+    [ "$(ready_field hello "$n" reason)" = RenderFailed ] || return 1
+  done
+  for c in "${corpus[@]}"; do
+    case "$(ready_field "${c% *}" "${c#* }" reason)" in RenderFailed | RenderKilled) ;; *) return 1 ;; esac
   done
 }
 wait_for 60 "the hostile resources to say RenderFailed" render_failed
@@ -110,14 +139,28 @@ for n in "${hostile_hellos[@]}"; do
   msg=$(kn get hello "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')
   [[ "$msg" == *"budget.yaml:"*"renderBudget."* ]] || fail "$n: Ready message does not name template:line and the bound: $msg"
 done
+killed=0
+for c in "${corpus[@]}"; do
+  msg=$(ready_field "${c% *}" "${c#* }" message)
+  [[ "$msg" =~ (templates/|chart).*(renderBudget\.|the bound of one template|render\ worker\ killed) ]] ||
+    fail "${c#* }: Ready message does not name the template and the bound: $msg"
+  [ "$(ready_field "${c% *}" "${c#* }" status Stalled)" = True ] || fail "${c#* } is not Stalled"
+  if [ "$(ready_field "${c% *}" "${c#* }" reason)" = RenderKilled ]; then killed=$((killed + 1)); fi
+  echo "    ${c#* }: $(ready_field "${c% *}" "${c#* }" reason): ${msg:0:200}"
+done
+ok "${#corpus[@]} resources of the hostile corpus RenderFailed or RenderKilled ($killed killed their worker)"
 ok "9 hostile resources RenderFailed; e.g. $(kn get webapp wa-negative -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'); $(kn get hello hello-tpl -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'); $(kn get hello hello-rows -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')"
 
 step "no hot loop: each hostile resource rendered once"
 quiet_window
-exceeded=$(rmetric stencil_render_budget_exceeded_total)
-expect_eq "renders past the budget over the scenario and the quiet window" 9 "$exceeded"
-events() { kn get events --field-selector reason=RenderFailed -o jsonpath='{range .items[*]}{.count}{"\n"}{end}' | awk '{ n += $1 } END { print n + 0 }'; }
-expect_eq "RenderFailed Warning events" 9 "$(events)"
+expect_eq "failed renders over the scenario and the quiet window" "$hostiles" "$(rmetric stencil_render_errors_total)"
+events() {
+  local r
+  for r in RenderFailed RenderKilled; do
+    kn get events --field-selector reason=$r -o jsonpath='{range .items[*]}{.count}{"\n"}{end}'
+  done | awk '{ n += $1 } END { print n + 0 }'
+}
+expect_eq "RenderFailed and RenderKilled Warning events" "$hostiles" "$(events)"
 
 step "a spec change to each: rendered once more each"
 for n in "${hostile_names[@]}"; do
@@ -125,6 +168,9 @@ for n in "${hostile_names[@]}"; do
 done
 for n in "${hostile_hellos[@]}"; do
   kn patch hello "$n" --type merge -p '{"spec":{"replicaCount":2}}' >/dev/null
+done
+for c in "${corpus[@]}"; do
+  kn patch "${c% *}" "${c#* }" --type merge -p '{"spec":{"bump":1}}' >/dev/null
 done
 gen2() {
   local n
@@ -134,18 +180,24 @@ gen2() {
   for n in "${hostile_hellos[@]}"; do
     [ "$(kn get hello "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].observedGeneration}')" = 2 ] || return 1
   done
+  for c in "${corpus[@]}"; do
+    [ "$(ready_field "${c% *}" "${c#* }" observedGeneration)" = 2 ] || return 1
+  done
 }
 wait_for 60 "the hostile WebApps to report generation 2" gen2
 # A measurement period, not a wait for a condition: each status patch's own
 # watch event comes back within it, and would render again without the memo.
 sleep 10
-expect_eq "renders past the budget after a spec change to each" 18 "$(rmetric stencil_render_budget_exceeded_total)"
-expect_eq "RenderFailed Warning events after the spec change" 18 "$(events)"
+expect_eq "failed renders after a spec change to each" $((2 * hostiles)) "$(rmetric stencil_render_errors_total)"
+expect_eq "RenderFailed and RenderKilled Warning events after the spec change" $((2 * hostiles)) "$(events)"
 
 step "nothing restarted, memory within a pod's limit"
 running "$pid" || fail "stencil exited"
-hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
+hwm_kb=$(hwm)
 ((hwm_kb < 512 * 1024)) || fail "peak RSS $((hwm_kb / 1024)) MiB, over 512 MiB"
-ok "one process throughout (pid $pid); peak RSS $((hwm_kb / 1024)) MiB under GOMEMLIMIT=256MiB"
+((hwm_kb * 10 <= alone_hwm_kb * 12)) || fail "peak RSS $((hwm_kb / 1024)) MiB, over 1.2x its $((alone_hwm_kb / 1024)) MiB with the good resources alone"
+killed_total=$(rmetric stencil_renders_killed_total)
+starts=$(rmetric stencil_render_worker_starts_total)
+ok "one process throughout (pid $pid); peak RSS $((hwm_kb / 1024)) MiB ($((alone_hwm_kb / 1024)) MiB with the good resources alone) under GOMEMLIMIT=256MiB; $killed_total renders killed their worker, $starts workers started"
 
-figures "200 good resources: a spec change Ready in $(secs 0 "$alone_ms")s alone, $(secs 0 "$beside_ms")s beside 9 hostile resources (${ratio}x); each hostile one RenderFailed naming the bound, rendered once per spec change (9, then 18), one Warning each; peak RSS $((hwm_kb / 1024)) MiB, no restart; $QUIET_FIGS"
+figures "200 good resources: a spec change Ready in $(secs 0 "$alone_ms")s alone, $(secs 0 "$beside_ms")s beside $hostiles hostile resources (${ratio}x); each hostile one RenderFailed or RenderKilled naming the bound, rendered once per spec change ($hostiles, then $((2 * hostiles))), one Warning each; $killed_total renders killed a worker, $starts workers started; controller peak RSS $((hwm_kb / 1024)) MiB (alone $((alone_hwm_kb / 1024)) MiB), no restart; $QUIET_FIGS"
