@@ -488,7 +488,7 @@ func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
 		return &KilledError{Reason: reasonDeadline, Bound: fmt.Sprintf("it ran past its deadline (renderBudget.timeoutSeconds %ds)", b.TimeoutSeconds)}
 	case code == exitCPU || sig == syscall.SIGXCPU:
 		return &KilledError{Reason: reasonCPU, Bound: fmt.Sprintf("it used up its CPU time (RLIMIT_CPU, renderBudget.timeoutSeconds %ds)", b.TimeoutSeconds)}
-	case strings.Contains(diag, "out of memory") || strings.Contains(diag, "cannot allocate memory"):
+	case outOfMemory(diag):
 		return &KilledError{Reason: reasonMemory, Bound: fmt.Sprintf("it hit its memory bound (RLIMIT_AS, renderBudget.memoryMiB %d MiB)", b.MemoryMiB)}
 	case strings.Contains(diag, "stack exceeds") || strings.Contains(diag, "stack overflow"):
 		return &KilledError{Reason: reasonStack, Bound: "it overflowed its stack (" + firstLine(diag, "fatal error:") + ")"}
@@ -583,6 +583,18 @@ func (h *headWriter) String() string {
 
 // firstLine is the first non-empty line the worker printed.
 func (h *headWriter) firstLine() string { return firstLine(h.String(), "") }
+
+// outOfMemory reports whether a worker's diagnostics say it ran out of
+// address space: Go's "out of memory", an mmap's ENOMEM, or the race
+// detector's shadow memory that could not be mapped (a test build).
+func outOfMemory(diag string) bool {
+	for _, s := range []string{"out of memory", "cannot allocate memory", "address space collisions", "failed to allocate", "ThreadSanitizer failed to mmap"} {
+		if strings.Contains(diag, s) {
+			return true
+		}
+	}
+	return false
+}
 
 // firstLine returns the first line of s that starts with prefix.
 func firstLine(s, prefix string) string {

@@ -91,7 +91,7 @@ func TestKilledWorkerIsReplaced(t *testing.T) {
 		env                     []string
 		kill                    bool
 	}{
-		{name: "memory", do: "allocate", reason: "memory", bound: "renderBudget.memoryMiB 128 MiB"},
+		{name: "memory", do: "allocate", reason: "memory", bound: "renderBudget.memoryMiB 256 MiB"},
 		{name: "deadline", do: "spin", reason: "deadline", bound: "renderBudget.timeoutSeconds 3s"},
 		{name: "fatal error", do: "recurse", reason: "stack", bound: "stack overflow", env: []string{envMaxStack + "=262144"}},
 		{name: "SIGKILL", do: "spin", reason: "crash", bound: "signal: killed", kill: true},
