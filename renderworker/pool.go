@@ -352,7 +352,11 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 		}
 		return maxSmallFrame
 	}
-	if err := writeJSON(w.in, kindRequest, req); err != nil {
+	payload, err := requestFrame(req)
+	if err != nil {
+		return nil, true, &engine.RenderError{Err: fmt.Errorf("encoding the request: %w", err)}
+	}
+	if err := writeFrame(w.in, kindRequest, payload); err != nil {
 		return nil, false, w.died(b, template, err)
 	}
 	for {
@@ -428,7 +432,7 @@ func (w *worker) answer(body []byte, live templates.Live) error {
 			}
 		}
 	}
-	return writeJSON(w.in, kindAnswer, a)
+	return writeFrame(w.in, kindAnswer, answerFrame(a))
 }
 
 // Reasons a worker ends, the label of stencil_render_worker_exits_total
@@ -588,7 +592,9 @@ func (h *headWriter) firstLine() string { return firstLine(h.String(), "") }
 // address space: Go's "out of memory", an mmap's ENOMEM, or the race
 // detector's shadow memory that could not be mapped (a test build).
 func outOfMemory(diag string) bool {
-	for _, s := range []string{"out of memory", "cannot allocate memory", "address space collisions", "failed to allocate", "ThreadSanitizer failed to mmap"} {
+	for _, s := range []string{"out of memory", "cannot allocate memory", "address space collisions", "failed to allocate", "ThreadSanitizer failed to mmap",
+		// A thread's stack that cannot be mapped: pthread_create's EAGAIN.
+		"pthread_create failed"} {
 		if strings.Contains(diag, s) {
 			return true
 		}

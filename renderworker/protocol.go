@@ -102,9 +102,13 @@ type parentView struct {
 	Generation  int64             `json:"generation"`
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
-	Spec        json.RawMessage   `json:"spec"`
-	Status      json.RawMessage   `json:"status"`
 	Resource    view.ResourceInfo `json:"resource"`
+	// Spec and Status follow the request's JSON in its frame, each on a
+	// line of its own (encodeValue writes no newline): a frame built
+	// around them, so that encoding/json never copies a tenant's spec
+	// into the buffers it keeps for reuse.
+	Spec   []byte `json:"-"`
+	Status []byte `json:"-"`
 }
 
 // question asks about a live child: "child" (the object, and whether it
@@ -147,6 +151,54 @@ type wireError struct {
 	Line     int    `json:"line,omitempty"`
 	Message  string `json:"message"`
 	Budget   bool   `json:"budget,omitempty"`
+}
+
+// requestFrame is a request's payload: its JSON, then the parent's spec
+// and status, a line each.
+func requestFrame(req request) ([]byte, error) {
+	head, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(req.Parent.Spec)+len(req.Parent.Status)+2)
+	out = append(append(append(append(append(out, head...), '\n'), req.Parent.Spec...), '\n'), req.Parent.Status...)
+	return out, nil
+}
+
+// parseRequest reads what requestFrame wrote.
+func parseRequest(body []byte) (request, error) {
+	var req request
+	head, rest, ok := bytes.Cut(body, []byte{'\n'})
+	if !ok {
+		return req, errors.New("a request without its spec")
+	}
+	spec, status, ok := bytes.Cut(rest, []byte{'\n'})
+	if !ok {
+		return req, errors.New("a request without its status")
+	}
+	if err := json.Unmarshal(head, &req); err != nil {
+		return req, err
+	}
+	req.Parent.Spec, req.Parent.Status = spec, status
+	return req, nil
+}
+
+// answerFrame is an answer's payload, built around the object it carries
+// for the same reason as requestFrame.
+func answerFrame(a answer) []byte {
+	obj := a.Object
+	a.Object = nil
+	head, _ := json.Marshal(a) // booleans only: cannot fail
+	if obj == nil {
+		return head
+	}
+	out := make([]byte, 0, len(head)+len(obj)+12)
+	out = append(out, head[:len(head)-1]...)
+	if len(head) > 2 {
+		out = append(out, ',')
+	}
+	out = append(append(append(out, `"object":`...), obj...), '}')
+	return out
 }
 
 // errTooLarge is a frame over its bound.

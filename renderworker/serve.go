@@ -113,8 +113,8 @@ func serve(in io.Reader, out io.Writer, load LoadFunc) int {
 			fmt.Fprintf(os.Stderr, "render worker: reading a request: kind %q, %v\n", kind, err)
 			return exitProtocol
 		}
-		var req request
-		if err := json.Unmarshal(body, &req); err != nil {
+		req, err := parseRequest(body)
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "render worker: request: %v\n", err)
 			return exitProtocol
 		}
