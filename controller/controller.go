@@ -37,6 +37,7 @@ import (
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/controller/ring"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
@@ -84,6 +85,9 @@ type Options struct {
 	Namespace string
 	// Workers is the number of parallel reconciles (default DefaultWorkers).
 	Workers int
+	// Wall, when set, is the pool of render workers the sets render in:
+	// a reconcile whose render goes slow lends its slot (lendSlot).
+	Wall *renderworker.Pool
 	// ResyncPeriod re-enqueues every custom resource this often, to repair
 	// what no watch event reported (default 10m; a converged resync writes nothing).
 	ResyncPeriod time.Duration
@@ -195,6 +199,9 @@ type Controller struct {
 	leaseTimings ha.Timings
 	// events wraps the event sink: fenced, and flushed before shutdown.
 	events *eventSink
+	// lend starts a reconcile worker in place of one whose render went
+	// slow (runWorkers sets it); nil before the workers run.
+	lend atomic.Pointer[func() (done func())]
 }
 
 // LeaderElection configures the Lease that several replicas compete for.
@@ -285,6 +292,9 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	// Registered once per Metrics: tests build several controllers on one.
 	if err := opts.Metrics.Registry.Register(newCachedResources(c)); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, fmt.Errorf("registering stencil_cached_resources: %w", err)
+	}
+	if opts.Wall != nil {
+		opts.Wall.SetSlow(c.lendSlot)
 	}
 	return c, nil
 }
@@ -454,6 +464,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	return c.runWorkers(ctx, func() bool { return false })
 }
 
+// lendSlot is the render pool's slow hook (renderworker.Pool.SetSlow).
+func (c *Controller) lendSlot() func() {
+	if f := c.lend.Load(); f != nil {
+		return (*f)()
+	}
+	return func() {}
+}
+
 // runWorkers starts the informers, waits (bounded) for their caches, runs the
 // workers until ctx is cancelled, then drains, unless leaseLost says the
 // leader-election Lease was lost: then another replica may already be
@@ -488,6 +506,21 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 			}
 		})
 	}
+	// A reconcile whose render went slow (a tenant's costly input, which
+	// the render workers bound) lends its slot: one more worker takes
+	// items until that render ends, so that a few hostile resources do
+	// not hold the whole queue up for their deadlines. The pool lends at
+	// most as many places as it has.
+	lend := func() func() {
+		var ended atomic.Bool
+		wg.Go(func() {
+			for !ended.Load() && c.processNextItem(workCtx) {
+			}
+		})
+		return func() { ended.Store(true) }
+	}
+	c.lend.Store(&lend)
+	defer c.lend.Store(nil)
 	go c.resyncLoop(ctx)
 
 	<-ctx.Done()

@@ -3,11 +3,14 @@ package renderworker
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // kernelBounds says the kernel's bounds are available here.
@@ -91,7 +94,56 @@ func vmSize() (uint64, error) {
 }
 
 // sysProcAttr makes a worker die with the controller (PR_SET_PDEATHSIG),
-// whatever ends the controller.
+// whatever ends the controller, and starts it in a session of its own:
+// where the kernel groups tasks by session for scheduling (autogroup),
+// only a group's own nice lowers it below the others, and a worker must be
+// able to yield to the API server's processes too (lowerPriority).
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
+}
+
+// lowerPriority sets every thread of process pid to nice 19 (Linux's
+// nice is per thread, and a thread the process starts later inherits its
+// creator's), and its session's scheduling group too, where the kernel
+// has them (sched_autogroup): a thread's nice counts only within its
+// group.
+func lowerPriority(pid int) error {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", pid), []byte("19"), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lowering the autogroup's priority: %w", err)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, 19); err != nil {
+			return fmt.Errorf("setpriority %d: %w", tid, err)
+		}
+	}
+	return nil
+}
+
+// cpuTime is the CPU time process pid used so far (user and system), at
+// the clock tick's grain (10 ms); 0 when it cannot be read.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	// USER_HZ is 100 on every Linux stencil runs on.
+	return time.Duration(u+s) * 10 * time.Millisecond
 }

@@ -5,6 +5,7 @@ package renderworker
 import (
 	"errors"
 	"syscall"
+	"time"
 )
 
 // kernelBounds says the kernel's bounds are not available here: renders
@@ -22,3 +23,7 @@ func (l *limits) forRender(cpuSeconds, memoryMiB int64) error { return nil }
 func (l *limits) grown(mib uint64) bool { return false }
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+func lowerPriority(pid int) error { return errors.New("not on Linux") }
+
+func cpuTime(pid int) time.Duration { return 0 }

@@ -30,6 +30,17 @@ import (
 // render stuck inside one call.
 const killGrace = 500 * time.Millisecond
 
+// demoteAfter is how much CPU a render uses at the controller's priority:
+// past it, its worker runs at the lowest (nice 19), so that a tenant's
+// costly render takes from the others only what the CPU has spare. CPU
+// time, not wall time: on a busy machine a benign render of a few
+// milliseconds can wait far longer for a core. checkEvery is how often
+// it is looked at.
+const (
+	demoteAfter = 150 * time.Millisecond
+	checkEvery  = 100 * time.Millisecond
+)
+
 // resultsPerObject is how many objects of renderBudget.stringBytes one
 // render's result may hold at the pipe: the render's output bound.
 const resultsPerObject = 4
@@ -57,6 +68,13 @@ type Options struct {
 	Env []string
 }
 
+// SetSlow sets what the pool tells when a render goes slow (demoteAfter)
+// and its worker yields the CPU: slow is called then, and the func it
+// returns when the render ends. The controller lends such a render's
+// reconcile slot to the rest of its queue meanwhile. Set it before the
+// first render.
+func (p *Pool) SetSlow(slow func() (done func())) { p.slow = slow }
+
 // Pool runs renders in worker processes: the wall of DESIGN.md's "A
 // budget for every render, and a wall around it". Attach gives it a
 // config's sets; each set then renders through it. It is safe for
@@ -70,6 +88,10 @@ type Pool struct {
 	alive  int
 	idle   []*worker
 	closed bool
+	// lent counts the slow renders' workers that gave their place up
+	// (at most Size): they run out their render beside the pool.
+	lent int
+	slow func() (done func())
 }
 
 // Available reports whether renders can be walled here (Linux: RLIMIT_AS
@@ -133,7 +155,7 @@ func (p *Pool) gauge() {
 		return
 	}
 	p.mu.Lock()
-	n := p.alive
+	n := p.alive + p.lent
 	p.mu.Unlock()
 	p.opts.Metrics.workers.Set(float64(n))
 }
@@ -203,8 +225,15 @@ func (p *Pool) acquire(g *generation) (*worker, error) {
 // its place.
 func (p *Pool) release(w *worker, keep bool) {
 	p.mu.Lock()
+	if w.lent {
+		// Its place was taken back when it went slow.
+		p.lent--
+		keep = false
+	}
 	if !keep || p.closed {
-		p.alive--
+		if !w.lent {
+			p.alive--
+		}
 		p.cond.Signal()
 		p.mu.Unlock()
 		if keep {
@@ -228,7 +257,16 @@ type worker struct {
 	out  *os.File // its results (the worker's fd 4)
 	diag *headWriter
 	// killed says the controller killed it at a render's deadline.
-	killed   atomic.Bool
+	killed atomic.Bool
+	// mu guards what a render's demotion (demoteAfter) sets: demoted
+	// (it runs at the lowest priority), lent (it gave its place in the
+	// pool up) and slowDone; finished says the render ended, after
+	// which it is not demoted.
+	mu       sync.Mutex
+	demoted  bool
+	lent     bool
+	finished bool
+	slowDone func()
 	waitOnce sync.Once
 	waitErr  error
 }
@@ -338,6 +376,44 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 		w.kill()
 	})
 	defer timer.Stop()
+	// A render that used demoteAfter of CPU is not a benign one (those
+	// take a few milliseconds): its worker yields the CPU to the others
+	// for the rest of it, and retires after (a process cannot raise its
+	// priority back).
+	startCPU := cpuTime(w.cmd.Process.Pid)
+	var demote *time.Timer
+	var demoteMu sync.Mutex
+	demoteMu.Lock()
+	defer func() {
+		demoteMu.Lock()
+		demote.Stop()
+		demoteMu.Unlock()
+	}()
+	demote = time.AfterFunc(checkEvery, func() {
+		if cpuTime(w.cmd.Process.Pid)-startCPU >= demoteAfter {
+			w.demote()
+			return
+		}
+		demoteMu.Lock()
+		defer demoteMu.Unlock()
+		demote.Reset(checkEvery)
+	})
+	demoteMu.Unlock()
+	finish := func() bool {
+		demoteMu.Lock()
+		demote.Stop()
+		demoteMu.Unlock()
+		w.mu.Lock()
+		w.finished = true
+		demoted, done := w.demoted, w.slowDone
+		w.slowDone = nil
+		w.mu.Unlock()
+		if done != nil {
+			done()
+		}
+		return demoted
+	}
+	defer finish()
 	template := ""
 	if s.Chart() != nil {
 		template = s.Resource().Chart
@@ -396,14 +472,39 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 				return nil, false, &engine.RenderError{Template: template, Err: fmt.Errorf("reading the render worker's result: %w", err)}
 			}
 			r, err := fromResult(res, b)
-			if res.Retire {
+			retire := finish() || res.Retire
+			if retire {
 				w.gen.pool.count(func(m *Metrics) { m.exits.WithLabelValues(reasonRetired).Inc() })
 			}
-			return r, !res.Retire, err
+			return r, !retire, err
 		default:
 			w.kill()
 			return nil, false, w.died(b, template, fmt.Errorf("unexpected frame %q", kind))
 		}
+	}
+}
+
+// demote lowers a slow render's worker to the lowest priority, gives its
+// place in the pool up (so that a quick render need not wait for it; at
+// most Size at once) and tells the pool's slow hook.
+func (w *worker) demote() {
+	p := w.gen.pool
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished || lowerPriority(w.cmd.Process.Pid) != nil {
+		return
+	}
+	w.demoted = true
+	p.mu.Lock()
+	if p.lent < p.opts.Size {
+		p.lent++
+		p.alive--
+		w.lent = true
+		p.cond.Signal()
+	}
+	p.mu.Unlock()
+	if w.lent && p.slow != nil {
+		w.slowDone = p.slow()
 	}
 }
 
@@ -636,7 +737,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "stencil_render_worker_starts_total", Help: "Render worker processes started.",
 		}),
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_render_worker_exits_total", Help: "Render workers that ended during a render, by reason: deadline, cpu, memory, stack, panic, crash, output, or retired (its address space grew).",
+			Name: "stencil_render_worker_exits_total", Help: "Render workers that ended during a render, by reason: deadline, cpu, memory, stack, panic, crash, output, or retired (its address space grew, or a long render lowered its priority).",
 		}, []string{"reason"}),
 		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_renders_killed_total", Help: "Renders that killed their worker, by the bound hit: deadline, cpu, memory, stack, panic, crash, output.",

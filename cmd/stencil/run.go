@@ -285,7 +285,7 @@ func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg
 	}
 	return controller.New(ctx, controller.Options{
 		Config: cfg, Sets: sets, Dynamic: cl.dynamic, Metadata: cl.metadata, Kube: kube, Mapper: cl.mapper, Metrics: metrics,
-		Namespace: f.namespace, Workers: f.workers, ResyncPeriod: f.resync,
+		Namespace: f.namespace, Workers: f.workers, Wall: f.src.wall, ResyncPeriod: f.resync,
 		LeaderElection: controller.LeaderElection{Enabled: f.leaderElect, Namespace: f.leaseNamespace, Name: f.leaseName},
 		LeaseTimings:   f.lease,
 		Ring:           controller.Ring{Name: f.ringName, Namespace: f.leaseNamespace},

@@ -45,6 +45,43 @@ func (c Case) Resource() []byte {
 	return b
 }
 
+// Disarmed returns the case with the same values, stored the same, that
+// renders harmlessly: its templates' keys (attack, and the chart's values)
+// renamed with a "disarmed" prefix. A scenario that compares a controller
+// with and without the hostile renders holds the same objects both ways.
+func (c Case) Disarmed() Case {
+	spec := make(map[string]any, len(c.Spec))
+	for k, v := range c.Spec {
+		spec[disarm(c, k)] = v
+	}
+	return Case{Name: c.Name, Kind: c.Kind, Spec: spec}
+}
+
+// ArmPatch is the JSON merge patch that turns Disarmed into the case.
+func (c Case) ArmPatch() []byte {
+	spec := map[string]any{}
+	for k, v := range c.Spec {
+		if d := disarm(c, k); d != k {
+			spec[d] = nil
+			spec[k] = v
+		}
+	}
+	b, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// disarm is the key k of the case's spec when disarmed: attack, and
+// every key of a chart's values, which the chart reads.
+func disarm(c Case, k string) string {
+	if k == "attack" || c.Kind == "ChartAttack" {
+		return "disarmed" + strings.ToUpper(k[:1]) + k[1:]
+	}
+	return k
+}
+
 // APIVersion is the case's kind's apiVersion.
 func (c Case) APIVersion() string {
 	if c.Kind == "ChartAttack" {
