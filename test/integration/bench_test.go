@@ -141,7 +141,8 @@ func (w *readyWatch) wait(b *testing.B, what string, timeout time.Duration) time
 	}
 }
 
-// usage is what the process holds and has spent at one moment.
+// usage is what the process and its render workers hold and have spent
+// at one moment.
 type usage struct {
 	heap, rss uint64 // bytes
 	cpu       time.Duration
@@ -156,10 +157,38 @@ func measure() usage {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	// The render workers (this binary's children): the CPU of those that
+	// ended, and the CPU and memory of those alive.
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+		u.cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	if st, err := procStatus("self"); err == nil {
 		u.rss = st["VmRSS"]
 	}
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", os.Getpid()))
+	for _, k := range strings.Fields(string(kids)) {
+		if st, err := procStatus(k); err == nil {
+			u.rss += st["VmRSS"]
+		}
+		u.cpu += childCPU(k)
+	}
 	return u
+}
+
+// childCPU is the CPU time a live child used so far (/proc/PID/stat, at
+// USER_HZ 100).
+func childCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // procStatus returns the sizes in /proc/PID/status (pid "self" for this

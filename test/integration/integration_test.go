@@ -31,12 +31,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
-	"stencil.dev/stencil/templates"
+	stencilreload "stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/renderworker"
 )
 
 var (
@@ -243,11 +244,13 @@ func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, ed
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	conf, err := config.Load(path)
+	// Renders go through the wall, as in stencil run: render workers are
+	// this test binary (TestMain serves as one).
+	wall, err := renderworker.NewPool(renderworker.Options{Size: 16, Logger: klog.FromContext(ctx)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets, err := templates.LoadAll(conf, templates.Options{})
+	conf, sets, err := stencilreload.Source{Path: path, Wall: wall}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +264,7 @@ func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, ed
 		Config: conf, Sets: sets, Dynamic: dyn, Metadata: metadata.NewForConfigOrDie(cfg), Kube: kube, Mapper: mapper, Metrics: m,
 		Namespace: ns, Workers: 4, ResyncPeriod: time.Hour,
 	}
+	opts.Wall = wall
 	edit(&opts)
 	c, err := controller.New(ctx, opts)
 	if err != nil {
@@ -268,7 +272,11 @@ func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, ed
 		t.Fatal(err)
 	}
 	r := &running{c: c, metrics: m, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
+	go func() {
+		err := c.Run(ctx)
+		wall.Close()
+		r.done <- err
+	}()
 	return r
 }
 
