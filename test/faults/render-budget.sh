@@ -8,11 +8,12 @@
 # chart mode text a chart runs through tpl and a value printed per row),
 # and beside the hostile corpus (test/hostile): toYaml and toPrettyJson of
 # a value 5,000 deep (own templates and a chart), a YAML alias bomb, an
-# anchor in a template, toJson of 60,000 args beside a block scalar, join,
+# anchor in a template, join,
 # printf width, uniq, a regular expression, randAlphaNum of a tenant's
-# length, and 100 MB of output. Its two cases that render within every
-# bound (a list 9,990 deep, 40,000 annotations) are left out: the API
-# server refuses what they render, which is not this scenario's point.
+# length, and 100 MB of output. Its three cases that render within every
+# bound (a list 9,990 deep, 40,000 annotations, 60,000 args beside a block
+# scalar) are left out: what they render goes to the API server, which is
+# not this scenario's point.
 # Nothing restarts; the controller's peak RSS stays within 1.5x of its peak
 # with the good resources alone (beside the corpus created disarmed: the
 # same objects, which no template reads, so that the check measures the
@@ -53,7 +54,7 @@ k wait --for condition=Established --timeout 60s crd/attacks.hostile.example.com
 FAULTS_CONFIG="$WORK/config/stencil.yaml"
 HOSTILE="$smoke_root/bin/hostile"
 [ -x "$HOSTILE" ] || fail "$HOSTILE is missing; make faults builds it"
-corpus_skip=deep-list,chart-annotations
+corpus_skip=deep-list,chart-annotations,args-block-scalar
 mapfile -t corpus < <("$HOSTILE" -names -skip "$corpus_skip")
 
 GOMEMLIMIT=256MiB start_replica a
