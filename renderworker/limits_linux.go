@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"syscall"
 	"time"
@@ -17,21 +18,47 @@ import (
 const kernelBounds = true
 
 // limits are a worker's kernel bounds: its address space (RLIMIT_AS) a
-// render's memoryMiB beyond what it mapped at start, its CPU time
-// (RLIMIT_CPU) what it used so far plus a render's seconds. Only the soft
-// limits move, so a worker can set them again for each render; the code a
-// render runs has no way to call setrlimit.
+// render's memoryMiB beyond what it has mapped when the render starts, its
+// CPU time (RLIMIT_CPU) what it used so far plus a render's seconds. Only
+// the soft limits move, so a worker can set them again for each render;
+// the code a render runs has no way to call setrlimit. Go reserves
+// address space in large steps and never gives it back, so the bound is
+// taken from the mapping at each render's start, not once.
 type limits struct {
-	// base is the address space mapped once the config was loaded.
-	base uint64
+	// baseRSS is the memory resident once the config was loaded; vm the
+	// address space mapped when last read (at start, and after each
+	// render that allocated much: reading /proc on every render would
+	// cost more than a small render).
+	baseRSS, vm uint64
+	// cpuMax and asMax are the hard limits, which do not move.
+	cpuMax, asMax uint64
+	// memoryLimit is the collector's limit last set; allocs the bytes
+	// allocated when the render began (runtime/metrics).
+	memoryLimit int64
+	allocs      uint64
 }
 
+// heavyRender is what a render allocates past which the worker reads its
+// mapping and resident memory again after it.
+const heavyRender = 16 << 20
+
 func startLimits() (*limits, error) {
-	vm, err := vmSize()
+	rss, err := procSize("VmRSS:")
 	if err != nil {
 		return nil, err
 	}
-	return &limits{base: vm}, nil
+	vm, err := procSize("VmSize:")
+	if err != nil {
+		return nil, err
+	}
+	var cpu, as syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_CPU, &cpu); err != nil {
+		return nil, fmt.Errorf("getrlimit RLIMIT_CPU: %w", err)
+	}
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &as); err != nil {
+		return nil, fmt.Errorf("getrlimit RLIMIT_AS: %w", err)
+	}
+	return &limits{baseRSS: rss, vm: vm, cpuMax: cpu.Max, asMax: as.Max}, nil
 }
 
 // forRender sets the bounds for one render.
@@ -41,44 +68,57 @@ func (l *limits) forRender(cpuSeconds, memoryMiB int64) error {
 		return fmt.Errorf("getrusage: %w", err)
 	}
 	used := ru.Utime.Sec + ru.Stime.Sec + 1
-	var cpu syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_CPU, &cpu); err != nil {
-		return fmt.Errorf("getrlimit RLIMIT_CPU: %w", err)
-	}
-	cpu.Cur = min(uint64(used+max(cpuSeconds, 1)), cpu.Max)
+	cpu := syscall.Rlimit{Cur: min(uint64(used+max(cpuSeconds, 1)), l.cpuMax), Max: l.cpuMax}
 	if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &cpu); err != nil {
 		return fmt.Errorf("setrlimit RLIMIT_CPU: %w", err)
 	}
-	var as syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &as); err != nil {
-		return fmt.Errorf("getrlimit RLIMIT_AS: %w", err)
-	}
 	bound := uint64(max(memoryMiB, 1)) << 20
-	as.Cur = min(l.base+bound, as.Max)
+	as := syscall.Rlimit{Cur: min(l.vm+bound, l.asMax), Max: l.asMax}
 	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &as); err != nil {
 		return fmt.Errorf("setrlimit RLIMIT_AS: %w", err)
 	}
 	// The collector works harder as the render nears its bound, so that
 	// garbage does not count against it.
-	debug.SetMemoryLimit(int64(bound) * 7 / 10)
+	if limit := int64(bound) * 7 / 10; limit != l.memoryLimit {
+		debug.SetMemoryLimit(limit)
+		l.memoryLimit = limit
+	}
+	l.allocs = allocated()
 	return nil
 }
 
-// grown reports whether the address space grew by over mib since start.
+// grown reports, after a render, whether the resident memory grew by
+// over mib since the config was loaded: what a render left behind that
+// the collector did not give back. Only a render that allocated much is
+// looked at; it also refreshes the mapping the next bound starts from.
 func (l *limits) grown(mib uint64) bool {
-	vm, err := vmSize()
-	return err != nil || vm > l.base+mib<<20
+	if allocated()-l.allocs < heavyRender {
+		return false
+	}
+	if vm, err := procSize("VmSize:"); err == nil {
+		l.vm = vm
+	}
+	rss, err := procSize("VmRSS:")
+	return err != nil || rss > l.baseRSS+mib<<20
 }
 
-// vmSize is the process's mapped address space (VmSize), in bytes.
-func vmSize() (uint64, error) {
+// allocated is the bytes this process allocated so far.
+func allocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// procSize is a size field of /proc/self/status (VmSize:, VmRSS:), in
+// bytes.
+func procSize(field string) (uint64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmSize:")); ok {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte(field)); ok {
 			f := bytes.Fields(rest)
 			if len(f) < 1 {
 				break
@@ -90,7 +130,7 @@ func vmSize() (uint64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmSize in /proc/self/status")
+	return 0, fmt.Errorf("no %s in /proc/self/status", field)
 }
 
 // sysProcAttr makes a worker die with the controller (PR_SET_PDEATHSIG),

@@ -30,7 +30,8 @@ import (
 // render stuck inside one call.
 const killGrace = 500 * time.Millisecond
 
-// demoteAfter is how much CPU a render uses at the controller's priority:
+// demoteAfter is how much CPU a render uses at the controller's priority,
+// counted from its first check (checkEvery after it starts):
 // past it, its worker runs at the lowest (nice 19), so that a tenant's
 // costly render takes from the others only what the CPU has spare. CPU
 // time, not wall time: on a busy machine a benign render of a few
@@ -380,7 +381,9 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 	// take a few milliseconds): its worker yields the CPU to the others
 	// for the rest of it, and retires after (a process cannot raise its
 	// priority back).
-	startCPU := cpuTime(w.cmd.Process.Pid)
+	// The CPU is first read at the first check, not here: most renders
+	// end before it, and a /proc read per render would cost them.
+	startCPU := time.Duration(-1)
 	var demote *time.Timer
 	var demoteMu sync.Mutex
 	demoteMu.Lock()
@@ -390,7 +393,10 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 		demoteMu.Unlock()
 	}()
 	demote = time.AfterFunc(checkEvery, func() {
-		if cpuTime(w.cmd.Process.Pid)-startCPU >= demoteAfter {
+		now := cpuTime(w.cmd.Process.Pid)
+		if startCPU < 0 {
+			startCPU = now
+		} else if now-startCPU >= demoteAfter {
 			w.demote()
 			return
 		}

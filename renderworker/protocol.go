@@ -213,13 +213,12 @@ func writeFrame(w io.Writer, kind byte, payload []byte) error {
 	if int64(len(payload))+1 > math.MaxUint32 {
 		return &errTooLarge{size: int64(len(payload)), limit: math.MaxUint32 - 1}
 	}
-	var hdr [5]byte
-	binary.BigEndian.PutUint32(hdr[:4], uint32(len(payload)+1))
-	hdr[4] = kind
-	if _, err := w.Write(hdr[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(payload)
+	// One Write per frame: a writer that serialises writes keeps frames
+	// whole.
+	frame := make([]byte, 5, 5+len(payload))
+	binary.BigEndian.PutUint32(frame[:4], uint32(len(payload)+1))
+	frame[4] = kind
+	_, err := w.Write(append(frame, payload...))
 	return err
 }
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,10 +28,9 @@ const (
 	exitProtocol = 4 // the controller sent what it cannot read
 )
 
-// retireGrowthMiB is how far a worker's address space may grow past what
-// it mapped at start before it exits after a render: Go never gives its
-// heap's address space back, and a worker that kept it would start its
-// next render with less than that render's bound.
+// retireGrowthMiB is how far a worker's resident memory may stay above
+// what it held once loaded before it exits after a render: what a large
+// render left behind is given back to the system by the worker's exit.
 const retireGrowthMiB = 64
 
 // LoadFunc loads what Hello names: the sets of the config, by entry, as the
@@ -46,15 +45,17 @@ func IsWorker() bool { return os.Getenv(envWorker) == "1" }
 // load, sets its kernel bounds, then renders one request at a time until
 // the controller closes its pipe. It returns the process's exit status.
 func Serve(load LoadFunc) int {
-	in, out := os.NewFile(3, "requests"), os.NewFile(4, "results")
-	if in == nil || out == nil {
+	in, results := os.NewFile(3, "requests"), os.NewFile(4, "results")
+	if in == nil || results == nil {
 		fmt.Fprintln(os.Stderr, "render worker: fds 3 and 4 are not open (a worker is started by stencil, not by hand)")
 		return exitProtocol
 	}
 	// Anything a library prints to stdout goes to the diagnostics, never
 	// into the protocol.
 	os.Stdout = os.Stderr
-	return serve(in, out, load)
+	// One frame is one Write (writeFrame), and a render's template
+	// reports come from another goroutine: the lock keeps frames whole.
+	return serve(in, &lockedWriter{w: results}, load)
 }
 
 func serve(in io.Reader, out io.Writer, load LoadFunc) int {
@@ -134,7 +135,6 @@ func serve(in io.Reader, out io.Writer, load LoadFunc) int {
 		if res.Retire {
 			return 0
 		}
-		debug.FreeOSMemory()
 	}
 }
 
@@ -153,6 +153,8 @@ func renderOne(in io.Reader, out io.Writer, byGVR map[string]*templates.Set, req
 	if req.Live {
 		live = &askingLive{in: in, out: out, ready: map[*unstructured.Unstructured]bool{}}
 	}
+	// Each template is reported as it starts, so that a worker that dies
+	// at once (a stack overflow takes milliseconds) still names it.
 	trace := func(name string) { _ = writeFrame(out, kindTemplate, []byte(name)) }
 	r, err := s.RenderHere(parent, live, trace)
 	if err != nil {
@@ -251,4 +253,16 @@ func (l *askingLive) Current(want, live *unstructured.Unstructured) bool {
 		panic(fmt.Sprintf("asking the controller about %s/%s: %v", live.GetKind(), live.GetName(), err))
 	}
 	return a.Yes
+}
+
+// lockedWriter serialises writes: each frame is one Write.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -1,0 +1,91 @@
+package renderworker_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/renderworker"
+	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
+)
+
+// BenchmarkRenderWall renders the example WebApp (crds/samples) through
+// the wall and in this process, in the same run, and prints what the wall
+// adds per render: the request and the result across the pipes, encoded
+// and decoded. Target: within 15% of the render in this process.
+func BenchmarkRenderWall(b *testing.B) {
+	if !renderworker.Available() {
+		b.Skip("render workers need Linux")
+	}
+	reg := prometheus.NewRegistry()
+	m := renderworker.NewMetrics(reg)
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background().V(4), Metrics: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	_, sets, err := reload.Source{Path: "../crds/stencil.yaml", Wall: pool}.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile("../crds/samples/webapp.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		b.Fatal(err)
+	}
+	u.SetNamespace("default")
+	u.SetUID("u-1")
+	var set *templates.Set
+	for _, s := range sets {
+		if s.Resource().Resource == "webapps" {
+			set = s
+		}
+	}
+	parent, err := view.NewObject(u, set.Resource().GVR())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := set.RenderWith(parent, nil); err != nil { // starts the worker
+		b.Fatal(err)
+	}
+	var walled, here time.Duration
+	b.Run("wall", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			if _, err := set.RenderWith(parent, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		walled = time.Since(start) / time.Duration(b.N)
+	})
+	b.Run("here", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			if _, err := set.RenderHere(parent, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		here = time.Since(start) / time.Duration(b.N)
+	})
+	if here > 0 {
+		starts := 0.0
+		if mfs, err := reg.Gather(); err == nil {
+			for _, mf := range mfs {
+				if mf.GetName() == "stencil_render_worker_starts_total" {
+					starts = mf.GetMetric()[0].GetCounter().GetValue()
+				}
+			}
+		}
+		b.Logf("BenchmarkRenderWall: through the wall %v, in this process %v per render: %.2fx; %.0f workers started", walled, here, float64(walled)/float64(here), starts)
+	}
+}
