@@ -634,10 +634,9 @@ func fromResult(res result, b config.RenderBudget) (*templates.Result, error) {
 			if we.Budget {
 				inner = budgetError{inner}
 			}
-			if we.Template != "" {
-				inner = &engine.RenderError{Template: we.Template, Line: we.Line, Err: inner}
-			}
-			errs[i] = inner
+			// Every failure a worker reports is a render error, one
+			// outside any template (a spec too deep to decode) included.
+			errs[i] = &engine.RenderError{Template: we.Template, Line: we.Line, Err: inner}
 		}
 		return nil, errors.Join(errs...)
 	}
