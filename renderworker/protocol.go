@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -372,10 +373,17 @@ func toWire(o *view.Object) (parentView, error) {
 		Labels: o.Labels, Annotations: o.Annotations, Spec: spec, Status: status, Resource: o.Resource}, nil
 }
 
+// maxDepth is how deep encoding/json decodes, and so how deeply nested a
+// resource a render worker reads (the API server stores none deeper).
+const maxDepth = 10_000
+
 // fromWire decodes a request's view.
 func fromWire(p parentView) (*view.Object, error) {
 	spec, err := decodeMap(p.Spec)
 	if err != nil {
+		if strings.Contains(err.Error(), "max depth") {
+			return nil, fmt.Errorf("the spec is nested more than %d levels deep, more than a render worker reads", maxDepth)
+		}
 		return nil, fmt.Errorf("spec: %w", err)
 	}
 	status, err := decodeMap(p.Status)
