@@ -465,19 +465,18 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 				return nil, false, w.died(b, template, err)
 			}
 		case kindResult:
-			if !timer.Stop() {
-				// Killed as it answered: the answer stands, the worker
-				// does not.
-				r, err := decodeResult(body, b)
-				w.reap()
-				return r, false, err
-			}
 			var res result
 			if err := json.Unmarshal(body, &res); err != nil {
 				w.kill()
 				return nil, false, &engine.RenderError{Template: template, Err: fmt.Errorf("reading the render worker's result: %w", err)}
 			}
 			r, err := fromResult(res, b)
+			if !timer.Stop() {
+				// Killed as it answered: the answer stands, the worker
+				// does not.
+				w.reap()
+				return r, false, err
+			}
 			retire := finish() || res.Retire
 			if retire {
 				w.gen.pool.count(func(m *Metrics) { m.exits.WithLabelValues(reasonRetired).Inc() })
@@ -614,15 +613,6 @@ func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
 		what += ": " + l
 	}
 	return &KilledError{Reason: reasonCrash, Bound: "it crashed (" + what + ")"}
-}
-
-// decodeResult decodes a result frame.
-func decodeResult(body []byte, b config.RenderBudget) (*templates.Result, error) {
-	var res result
-	if err := json.Unmarshal(body, &res); err != nil {
-		return nil, &engine.RenderError{Err: fmt.Errorf("reading the render worker's result: %w", err)}
-	}
-	return fromResult(res, b)
 }
 
 // fromResult turns a worker's result into what RenderWith returns.
