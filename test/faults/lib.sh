@@ -400,6 +400,21 @@ no_terminating_namespaces() {
   [ -z "$left" ] || { echo "$(wc -l <<<"$left") namespaces terminating"; return 1; }
 }
 
+# no_other_webapps succeeds when no WebApp is left in any namespace.
+no_other_webapps() {
+  local left
+  left=$(k get webapps -A -o name) || return 1
+  [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
+}
+
+# wait_earlier_scenarios_gone waits until the WebApps and namespaces of
+# earlier scenarios are gone: a scenario that counts WebApps cluster-wide
+# (the rings) must not count theirs.
+wait_earlier_scenarios_gone() {
+  wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
+  wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
+}
+
 # kill_replica TAG kills replica TAG with SIGKILL and reaps it.
 kill_replica() {
   signal_replica "$1" KILL

@@ -24,13 +24,7 @@ RING_LABEL="faults.stencil.dev/ring=$NS"
 FAULTS_SCOPE=""
 ring_flags() { echo --ring faults --leader-elect-namespace "$NS"; }
 
-no_other_webapps() {
-  local left
-  left=$(k get webapps -A -o name) || return 1
-  [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
-}
-wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
-wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
+wait_earlier_scenarios_gone
 
 RING_NAMING=${RING_NAMING:-words}
 mapfile -t namespaces < <(ring_names "together-$(head -c2 /dev/urandom | od -An -tx1 | tr -d ' \n')" "$RING_NAMESPACES")

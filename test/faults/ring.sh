@@ -27,13 +27,7 @@ use_namespace "$SCENARIO"
 # while the namespace controller deletes them can set that back by up to a
 # minute (the controller's retry backoff). (ring-unfiltered timed out in
 # this wait once in CI, after ring-together had failed.)
-no_other_webapps() {
-  local left
-  left=$(k get webapps -A -o name) || return 1
-  [ -z "$left" ] || { echo "$(wc -l <<<"$left") WebApps left"; return 1; }
-}
-wait_for 180 "the WebApps of earlier scenarios to be deleted" no_other_webapps
-wait_for 180 "the namespaces of earlier scenarios to be deleted" no_terminating_namespaces
+wait_earlier_scenarios_gone
 
 want_mode="the API server serves sharded list and watch"
 if [ "${RING_UNFILTERED:-}" = 1 ]; then
