@@ -103,7 +103,7 @@ func convert(n *yamlv3.Node, st *State, depth int) (any, error) {
 		}
 		return out, nil
 	case yamlv3.ScalarNode:
-		if strings.Contains(n.Value, tokenPrefix) {
+		if strings.Contains(n.Value, st.mark) {
 			return placedValue(n, false, st)
 		}
 		if n.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle) != 0 {
@@ -119,7 +119,7 @@ func key(n *yamlv3.Node, st *State) (string, error) {
 	if n.Kind != yamlv3.ScalarNode || n.Style&yamlv3.TaggedStyle != 0 {
 		return "", errSlowPath
 	}
-	if strings.Contains(n.Value, tokenPrefix) {
+	if strings.Contains(n.Value, st.mark) {
 		v, err := placedValue(n, true, st)
 		if err != nil {
 			return "", err
@@ -146,7 +146,7 @@ func placedValue(n *yamlv3.Node, isKey bool, st *State) (any, error) {
 	plain := n.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle|yamlv3.TaggedStyle) == 0
 	block := n.Style&(yamlv3.LiteralStyle|yamlv3.FoldedStyle) != 0
 	if m := tokenPattern.FindStringSubmatch(n.Value); m != nil && m[0] == n.Value {
-		p, ok := st.lookup(m[2])
+		p, ok := st.lookup(m)
 		if !ok {
 			return nil, fmt.Errorf("placing a value: unknown placeholder %s", m[0])
 		}

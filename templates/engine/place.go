@@ -39,7 +39,7 @@ type span struct {
 // each scalar holding placeholders by one JSON scalar (see the top of this
 // file). A document without placeholders is returned as it is.
 func place(body []byte, st *State) ([]byte, error) {
-	if !bytes.Contains(body, []byte(tokenPrefix)) {
+	if !bytes.Contains(body, []byte(st.mark)) {
 		return body, nil
 	}
 	var root yamlv3.Node
@@ -69,7 +69,7 @@ func place(body []byte, st *State) ([]byte, error) {
 				walk(c, i%2 == 0)
 			}
 		case yamlv3.ScalarNode:
-			if !strings.Contains(n.Value, tokenPrefix) {
+			if !strings.Contains(n.Value, st.mark) {
 				return
 			}
 			sp, err := scalarSpan(body, lines, cur, n, key, st)
@@ -204,7 +204,7 @@ func scalarSpan(body []byte, lines []int, cur *cursor, n *yamlv3.Node, key bool,
 // firstLoc names the action of the first placeholder in s in err.
 func firstLoc(s string, st *State, err error) error {
 	if m := tokenPattern.FindStringSubmatch(s); m != nil {
-		if p, ok := st.lookup(m[2]); ok && p.loc != "" {
+		if p, ok := st.lookup(m); ok && p.loc != "" {
 			return placeError(p.loc, err)
 		}
 	}
@@ -271,7 +271,7 @@ func blockEnd(body []byte, start int) int {
 func replacement(src []byte, n *yamlv3.Node, key bool, st *State) ([]byte, error) {
 	plain := n.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle|yamlv3.TaggedStyle) == 0
 	if m := tokenPattern.FindStringSubmatch(n.Value); m != nil && m[0] == n.Value {
-		p, ok := st.lookup(m[2])
+		p, ok := st.lookup(m)
 		if !ok {
 			return nil, fmt.Errorf("placing a value: unknown placeholder %s", m[0])
 		}

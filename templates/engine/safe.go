@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/rand"
+	"encoding/base32"
 	"fmt"
 	"maps"
 	"reflect"
@@ -43,11 +45,17 @@ import (
 // argument, a variable, before sha256sum) they return plain text, which is
 // then one value like any other.
 
-// tokenPrefix starts every placeholder. A token is tokenPrefix, a kind
-// byte, eight digits and tokenSuffix.
+// tokenPrefix starts every placeholder. A token is tokenPrefix, the
+// render's secret (secretLen letters and digits drawn from crypto/rand
+// when the render starts), a kind byte, eight digits and tokenSuffix. Only
+// a token that carries the secret of the state that resolves it is a
+// placeholder: a tenant's string shaped like one is text, since the
+// tenant cannot know a secret drawn after its spec was written (and a
+// value holding the secret is refused, see refuseForged).
 const (
-	tokenPrefix = "zzstencilv"
+	tokenPrefix = "zzstencil"
 	tokenSuffix = "z"
+	secretLen   = 16
 	// kindValue is a value printed by an action.
 	kindValue = 'v'
 	// kindQuoted is a string inside toYaml or toJson output, where it
@@ -55,7 +63,9 @@ const (
 	kindQuoted = 'q'
 )
 
-var tokenPattern = regexp.MustCompile(tokenPrefix + `([vq])(\d{8})` + tokenSuffix)
+// tokenPattern matches a token of any secret; submatches: the secret, the
+// kind, the index. lookup keeps only those of the state's own secret.
+var tokenPattern = regexp.MustCompile(tokenPrefix + `([a-z2-7]{16})([vq])(\d{8})` + tokenSuffix)
 
 // Internal function names the rewritten templates call.
 const (
@@ -96,13 +106,38 @@ type State struct {
 	// checkDecode decodes every document both ways (the fast path and the
 	// text path) and fails on any difference: the tests run so.
 	checkDecode bool
+	// mark is tokenPrefix and this render's secret: what starts every
+	// placeholder of this render, and nothing else.
+	mark string
 }
 
 // NewState returns the state of one executor, whose renders are bounded
 // by limits; with checkDecode, every document is decoded both ways and a
 // difference fails the render (see Decode).
 func NewState(limits config.RenderBudget, checkDecode bool) State {
-	return State{meter: budget.NewMeter(limits), checkDecode: checkDecode}
+	return State{meter: budget.NewMeter(limits), checkDecode: checkDecode, mark: newMark()}
+}
+
+// newMark draws a render's secret: 80 bits from crypto/rand, in base32's
+// lower-case letters and digits (a plain YAML word in any position).
+func newMark() string {
+	var b [secretLen * 5 / 8]byte
+	rand.Read(b[:]) // never fails (crypto/rand's contract since Go 1.24)
+	return tokenPrefix + strings.ToLower(base32.StdEncoding.EncodeToString(b[:]))
+}
+
+// Mark is what starts every placeholder of the current render: text
+// that holds it holds placeholders (or a forgery, refused).
+func (st *State) Mark() string { return st.mark }
+
+// refuseForged fails when s, a value a render is about to record, holds
+// the render's secret: only the render's own placeholders do, and a
+// value is never one.
+func (st *State) refuseForged(s string) error {
+	if strings.Contains(s, st.mark) {
+		return fmt.Errorf("a value holds this render's placeholder secret, which no value can know: refused")
+	}
+	return nil
 }
 
 // Steps returns the steps the current render has counted against its
@@ -124,6 +159,7 @@ func (st *State) Reset() {
 	clear(st.vals)
 	st.vals, st.depth, st.size = st.vals[:0], 0, 0
 	st.meter.Reset()
+	st.mark = newMark()
 }
 
 func (st *State) token(kind byte, v any, loc string) string {
@@ -131,13 +167,16 @@ func (st *State) token(kind byte, v any, loc string) string {
 		st.size += len(s)
 	}
 	st.vals = append(st.vals, placed{v: v, kind: kind, loc: loc})
-	return fmt.Sprintf("%s%c%08d%s", tokenPrefix, kind, len(st.vals)-1, tokenSuffix)
+	return fmt.Sprintf("%s%c%08d%s", st.mark, kind, len(st.vals)-1, tokenSuffix)
 }
 
-// lookup returns the value behind a token match (the submatch indexes of
-// tokenPattern).
-func (st *State) lookup(idx string) (placed, bool) {
-	i, err := strconv.Atoi(idx)
+// lookup returns the value behind a token match (tokenPattern's
+// submatches): only a token of this render's secret is one.
+func (st *State) lookup(m []string) (placed, bool) {
+	if tokenPrefix+m[1] != st.mark {
+		return placed{}, false
+	}
+	i, err := strconv.Atoi(m[3])
 	if err != nil || i < 0 || i >= len(st.vals) {
 		return placed{}, false
 	}
@@ -182,6 +221,11 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 		valueFunc: func(loc string, v any) (string, error) {
 			if err := scalar(v); err != nil {
 				return "", err
+			}
+			if s, ok := v.(string); ok {
+				if err := st.refuseForged(s); err != nil {
+					return "", err
+				}
 			}
 			// A printed value costs steps as its length, but is not held
 			// to stringBytes: it is the tenant's data as stored (which the
@@ -273,13 +317,16 @@ func resolve(s string, st *State) string {
 // substitute replaces every placeholder in s by the text of its value; a
 // placeholder st did not record is an error (and stays in the result).
 func (st *State) substitute(s string) (string, error) {
-	if !strings.Contains(s, tokenPrefix) {
+	if !strings.Contains(s, st.mark) {
 		return s, nil
 	}
 	var failed error
 	out := tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
 		m := tokenPattern.FindStringSubmatch(tok)
-		p, ok := st.lookup(m[2])
+		if tokenPrefix+m[1] != st.mark {
+			return tok // text shaped like a token of another render
+		}
+		p, ok := st.lookup(m)
 		if !ok {
 			failed = fmt.Errorf("placing a value: unknown placeholder %s", tok)
 			return tok
@@ -375,13 +422,13 @@ func TurnCost(list *parse.ListNode) int64 { return turnCost(list) }
 // value indented the same, and one between double quotes is quoted as
 // quote quotes (Go's %q), which is what they did to the value in Helm.
 func (st *State) ResolveIndented(s string) string {
-	if !strings.Contains(s, tokenPrefix) {
+	if !strings.Contains(s, st.mark) {
 		return s
 	}
 	var b strings.Builder
 	last := 0
 	for _, m := range tokenPattern.FindAllStringSubmatchIndex(s, -1) {
-		p, ok := st.lookup(s[m[4]:m[5]])
+		p, ok := st.lookup([]string{s[m[0]:m[1]], s[m[2]:m[3]], s[m[4]:m[5]], s[m[6]:m[7]]})
 		if !ok {
 			continue
 		}
