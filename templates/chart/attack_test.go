@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
@@ -63,6 +64,112 @@ func TestForgedPlaceholderIsText(t *testing.T) {
 		})
 		if d["name"] != forged || d["copy"] != "db/"+forged || d["other"] != "x: "+forged || d["url"] != "postgres://app#1:"+password+"@db" {
 			t.Errorf("%s: data %q, want the tenant's text as written", forged, d)
+		}
+	}
+}
+
+// renderAll renders c for spec with the platform's overrides and returns
+// every object.
+func renderAll(t *testing.T, c *Chart, spec map[string]any, overrides map[string]string) ([]map[string]any, error) {
+	t.Helper()
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
+		Budget: config.RenderBudget{}.WithDefaults()})
+	if err != nil {
+		return nil, err
+	}
+	var objs []map[string]any
+	for _, m := range out.Manifests {
+		v, err := engine.Decode(m.Body, out.State)
+		if err != nil {
+			return nil, err
+		}
+		if obj, ok := v.(map[string]any); ok {
+			objs = append(objs, obj)
+		}
+	}
+	return objs, nil
+}
+
+// A tenant's text reaches tpl as text however it was decoded on the way.
+// Unmodified bitnami nginx: podLabels given as a string is merged through
+// fromYaml (which decodes the escapes of a double-quoted scalar into
+// "{{") and handed to tpl by common.labels.standard. Before, the pod
+// carried the platform's TLS key in a label; the "{{" mask was applied to
+// the text as typed. Now every string the tenant gave, and all a function
+// or parser makes of it, is tainted, and tpl prints tainted text.
+func TestDecodedEscapeDoesNotReachTpl(t *testing.T) {
+	c, err := Load("testdata/charts/nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "PLATFORM-TLS-KEY-0123"
+	overrides := map[string]string{"tls.key": key}
+	for _, labels := range []string{
+		`a: "\x7b\x7b .Values.tls.key }}"`,
+		`a: "\u007b\u007b .Values.tls.key }}"`,
+		`a: "\U0000007b\U0000007b .Values.tls.key }}"`,
+		`{"a": "\u007b\u007b .Values.tls.key }}"}`,
+		`a: !!binary e3sgLlZhbHVlcy50bHMua2V5IH19`,
+		`a: "{\x7b .Values.tls.key }}"`,
+	} {
+		spec := map[string]any{"podLabels": labels, "tls": map[string]any{"enabled": false}}
+		// The render itself, without the shape check's second render
+		// (a second line of defence, which refuses the added label).
+		out, _, err := c.render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
+			Budget: config.RenderBudget{}.WithDefaults()}, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", labels, err)
+		}
+		var objs []map[string]any
+		for _, m := range out.Manifests {
+			v, err := engine.Decode(m.Body, out.State)
+			if err != nil {
+				t.Fatalf("%s: %v", labels, err)
+			}
+			objs = append(objs, v.(map[string]any))
+		}
+		for _, obj := range objs {
+			leaves(obj, obj["kind"].(string), func(path, s string) {
+				if strings.Contains(s, key) {
+					t.Errorf("%s: the platform's TLS key reached %s", labels, path)
+				}
+			})
+		}
+	}
+}
+
+// A quote and a comment in a flow list: toJson's output between squote's
+// quotes, where a tenant's quote closed the scalar and its comment
+// dropped the chart's own next item (the field paths stayed the same, so
+// the shape check passed). Serialisers now write each tenant string as
+// a placeholder, so the data is the chart's structure whatever a string
+// holds: the chart's flag keeps its value.
+func TestQuoteAndCommentKeepTheFlowList(t *testing.T) {
+	dir := writeChart(t, "config: {}\nlevel: restricted\n", map[string]string{"templates/cm.yaml": configMap +
+		"  args: [--config, {{ toJson .Values.config | squote }}, --enable-debug-endpoints=false]\n" +
+		"  flow: {config: {{ toJson .Values.config | squote }}, enforce: restricted}\n"})
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"', --enable-debug-endpoints=true] #", "'}, enforce: privileged} #", "x'' , --y"} {
+		out, _, err := c.render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(),
+			Spec: map[string]any{"config": map[string]any{"a": v}}}, time.Now())
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		obj, err := engine.Decode(out.Manifests[0].Body, out.State)
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		d := data(t, obj.(map[string]any))
+		args, _ := d["args"].([]any)
+		want := fmt.Sprintf(`{"a":%q}`, v)
+		if len(args) != 3 || args[2] != "--enable-debug-endpoints=false" || args[1] != want {
+			t.Errorf("%q: args %q, want [--config %s --enable-debug-endpoints=false]", v, args, want)
+		}
+		if flow, _ := d["flow"].(map[string]any); flow["enforce"] != "restricted" || flow["config"] != want {
+			t.Errorf("%q: flow %q, want enforce: restricted", v, flow)
 		}
 	}
 }

@@ -305,6 +305,11 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	if !rel.TenantTemplates && spec != nil {
 		spec = masked(spec).(map[string]any)
 	}
+	st := engine.NewState(rel.Budget, false)
+	taint := engine.NewTaint(&st)
+	if spec != nil {
+		spec = taint.Value(spec).(map[string]any)
+	}
 	vals, err := Values(spec, rel.Overrides)
 	if err != nil {
 		return nil, nil, err
@@ -327,8 +332,7 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	if err != nil {
 		return nil, nil, err
 	}
-	st := engine.NewState(rel.Budget, false)
-	p := &printer{st: &st, clock: clock, templates: int64(c.templates)}
+	p := &printer{st: &st, clock: clock, templates: int64(c.templates), taint: taint, tenantTemplates: rel.TenantTemplates}
 	found := map[string]bool{}
 	tenantStrings(spec, found)
 	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })

@@ -40,6 +40,16 @@ const (
 	// the nesting of tpl is bounded as include's is.
 	tplTextFunc = "__chart_tpl_text"
 	tplEndFunc  = "__chart_tpl_end"
+	// afterFunc follows each of Helm's functions that costFunc precedes:
+	// a serialiser's placeholders are quoted, a parser's result of
+	// tenant text is tainted.
+	afterFunc = "__chart_after"
+	// literalFunc is the text of a tpl given tenant text: it prints the
+	// text, it does not run it.
+	literalFunc = "__chart_literal"
+	// layoutPrefix names stencil's copies of indent, nindent, quote and
+	// squote where they lay out what valueFunc printed.
+	layoutPrefix = "__chart_layout_"
 )
 
 // internalPrefixes start the names of the rewrite's functions: text given
@@ -210,6 +220,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 		if !piped {
 			break
 		}
+		layout(c)
 		i--
 	}
 	last := cmds[i-1]
@@ -218,17 +229,26 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
 		// indent N X: X is the value.
 		last.Args[2] = wrapArg(last.Args[2], loc, last.Pos, cores)
+		layout(last)
 		return
 	case (name == "quote" || name == "squote") && len(last.Args) >= 2:
 		for k := 1; k < len(last.Args); k++ {
 			last.Args[k] = wrapArg(last.Args[k], loc, last.Pos, cores)
 		}
+		layout(last)
 		return
 	}
 	if structural[name] {
 		cores[last] = true
 	}
 	pipe.Cmds = slices.Insert(cmds, i, call(valueFunc, loc, last.Pos))
+}
+
+// layout makes c, a layout command after valueFunc, call stencil's own
+// copy of its function: it lays out the placeholder valueFunc printed,
+// where the function the chart's code calls would resolve it.
+func layout(c *parse.CommandNode) {
+	c.Args[0] = parse.NewIdentifier(layoutPrefix + identOf(c)).SetPos(c.Pos)
 }
 
 // wrapArg makes arg, the value a layout function is given, end in
@@ -303,6 +323,8 @@ func meter(pipe *parse.PipeNode, i int, name string) int {
 			{NodeType: parse.NodeCommand, Pos: c.Pos, Args: []parse.Node{parse.NewIdentifier(costFunc).SetPos(c.Pos), str(name, c.Pos), c.Args[k]}},
 		}}
 	}
+	pipe.Cmds = slices.Insert(pipe.Cmds, i+1, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: c.Pos,
+		Args: []parse.Node{parse.NewIdentifier(afterFunc).SetPos(c.Pos), str(name, c.Pos)}})
 	if i == 0 {
 		return 0
 	}

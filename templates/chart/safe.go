@@ -3,13 +3,13 @@ package chart
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/Masterminds/sprig/v3"
-	yamlv3 "go.yaml.in/yaml/v3"
 
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
@@ -98,20 +98,23 @@ type printer struct {
 	// templates is the chart's count of templates, which every tpl call
 	// clones; tplDepth is the nesting of tpl calls now running.
 	templates, tplDepth int64
+	// taint holds the tenant's strings (see engine.Taint).
+	taint *engine.Taint
+	// parsed says the parser now running was given tenant text.
+	parsed bool
+	// literals are the tenant texts tpl was given, which it prints.
+	literals []string
+	// tenantTemplates lets tpl run tenant text.
+	tenantTemplates bool
 }
 
-// leaks returns a hostile tenant string s holds, "" when none.
-func (p *printer) leaks(s string) []string {
-	var found []string
-	for _, t := range p.hostile {
-		if strings.Contains(s, t) {
-			found = append(found, t)
-		}
-	}
-	return found
-}
-
-// value is valueFunc: what an action prints.
+// value is valueFunc: what an action prints. Text that holds the
+// tenant's (tainted: see engine.Taint) lands as Helm prints it when YAML
+// could read it as nothing but text, and as one scalar otherwise,
+// whatever the chart did to make it (trunc, printf, a parser's decoded
+// escapes). Text the chart printed, serialised data whose tenant strings
+// are placeholders, and an include's output print as they are: the
+// tenant's text in them is already placed or benign.
 func (p *printer) value(loc string, v any) (string, error) {
 	// As text/template prints it: nil is "<no value>", which Helm removes
 	// from each file's output but keeps in include and tpl text.
@@ -119,52 +122,73 @@ func (p *printer) value(loc string, v any) (string, error) {
 	if err := p.st.Meter().Output(int64(len(s))); err != nil {
 		return "", err
 	}
-	found := p.leaks(s)
-	if len(found) == 0 || serialised(s, found) {
+	if !p.tainted(v) || !hostile(s) {
 		return s, nil
 	}
 	return p.st.Place(s, loc)
 }
 
-// serialised reports whether s is structure (a mapping, a list, or one
-// quoted scalar, as toJson writes a string) with every string of found
-// inside one of its scalars: text a serialiser wrote, whose strings cannot
-// break out.
-func serialised(s string, found []string) bool {
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal([]byte(s), &root); err != nil || len(root.Content) == 0 {
+// tainted reports whether a printed value holds the tenant's text as
+// text (not as a placeholder).
+func (p *printer) tainted(v any) bool {
+	switch v := v.(type) {
+	case nil, bool, int, int64, float64:
 		return false
+	case string:
+		return p.taint.Of(v)
 	}
-	doc := root.Content[0]
-	quoted := doc.Kind == yamlv3.ScalarNode && doc.Style&(yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle) != 0
-	if doc.Kind != yamlv3.MappingNode && doc.Kind != yamlv3.SequenceNode && !quoted {
-		return false
-	}
-	var scalars []string
-	var walk func(n *yamlv3.Node)
-	walk = func(n *yamlv3.Node) {
-		if n.Kind == yamlv3.ScalarNode {
-			scalars = append(scalars, n.Value)
-		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	walk(doc)
-	for _, t := range found {
-		inside := false
-		for _, sc := range scalars {
-			if strings.Contains(sc, t) {
-				inside = true
-				break
-			}
-		}
-		if !inside {
-			return false
-		}
-	}
-	return true
+	return p.taint.Holds(v)
 }
+
+// before is costFunc: what Helm's serialiser or parser name will do with
+// v is charged before it runs. A serialiser is given v with each tenant
+// string a placeholder, which afterFunc quotes in its output: the
+// serialised data is the chart's structure, and each tenant string one
+// scalar of it, whatever it holds. A parser is given its text with its
+// placeholders resolved; what it returns from tenant text is tainted.
+func (p *printer) before(name string, v any) (any, error) {
+	if err := p.st.Meter().Before(name, v); err != nil {
+		return nil, err
+	}
+	if parsers[name] {
+		if s, ok := v.(string); ok {
+			s = p.taint.Arg(s)
+			p.parsed = p.taint.Of(s)
+			return s, nil
+		}
+		p.parsed = false
+		return v, nil
+	}
+	if p.tenantTemplates {
+		// Tenant text runs where the chart gives it to tpl: it must reach
+		// tpl as text.
+		return v, nil
+	}
+	return p.st.Placeholders(v, p.taint), nil
+}
+
+// after is afterFunc: what Helm's function name returned.
+func (p *printer) after(name string, r any) any {
+	switch {
+	case parsers[name]:
+		if p.parsed {
+			p.parsed = false
+			return p.taint.Value(r)
+		}
+	case yamlSerialisers[name]:
+		if s, ok := r.(string); ok {
+			return p.st.QuotePlaceholders(s)
+		}
+	}
+	return r
+}
+
+// parsers are Helm's functions that decode text; yamlSerialisers those
+// that write YAML, where a placeholder stands unquoted.
+var (
+	parsers         = map[string]bool{"fromYaml": true, "fromYamlArray": true, "fromJson": true, "fromJsonArray": true, "fromToml": true}
+	yamlSerialisers = map[string]bool{"toYaml": true, "mustToYaml": true, "toYamlPretty": true}
+)
 
 // refusedFuncs differ on every render: a child rendered from one would
 // be rewritten on every sync, helm-operator's most reported loop. They
@@ -310,14 +334,24 @@ func (p *printer) funcs() template.FuncMap {
 	for name := range refusedFuncs {
 		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
+	layouts := map[string]any{}
+	for _, name := range []string{"indent", "nindent", "quote", "squote"} {
+		layouts[layoutPrefix+name] = m[name]
+	}
+	m = p.taint.Wrap(m)
+	maps.Copy(m, layouts)
 	m[valueFunc] = p.value
-	m[costFunc] = func(name string, v any) (any, error) { return v, p.st.Meter().Before(name, v) }
+	m[costFunc] = p.before
+	m[afterFunc] = p.after
+	m[literalFunc] = func(i int) string { return p.literals[i] }
 	m[tplTextFunc] = p.tplText
 	m[tplEndFunc] = func(s string) string {
 		p.tplDepth--
 		return s
 	}
-	m[resolveFunc] = func(s string) string { return p.st.ResolveIndented(s) }
+	// Resolved text holds the tenant's: every placeholder in chart mode
+	// stands for tenant text.
+	m[resolveFunc] = p.taint.Arg
 	m[refusedFunc] = func(what string, args ...any) (any, error) {
 		loc, name, _ := strings.Cut(what, " ")
 		return call(loc, name, args)
@@ -334,6 +368,17 @@ func (p *printer) funcs() template.FuncMap {
 func (p *printer) tplText(text any) (any, error) {
 	s, ok := text.(string)
 	if !ok {
+		return text, nil
+	}
+	if !p.tenantTemplates && p.taint.Of(s) {
+		// The tenant's text is text: tpl prints it (as one scalar where
+		// YAML would read it as syntax), it does not run it.
+		p.literals = append(p.literals, s)
+		text, err := rewriteFile("tpl", fmt.Sprintf("{{ %s %d }}", literalFunc, len(p.literals)-1))
+		if err != nil {
+			return nil, err
+		}
+		p.tplDepth++
 		return text, nil
 	}
 	meter := p.st.Meter()

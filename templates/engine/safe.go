@@ -436,7 +436,7 @@ func (st *State) ResolveIndented(s string) string {
 		start, end := m[0], m[1]
 		lineStart := strings.LastIndexByte(s[:start], '\n') + 1
 		switch {
-		case start > 0 && end < len(s) && s[start-1] == '"' && s[end] == '"':
+		case p.kind == kindValue && start > 0 && end < len(s) && s[start-1] == '"' && s[end] == '"':
 			// quote laid out the placeholder: it quotes the value.
 			text, start, end = fmt.Sprintf("%q", text), start-1, end+1
 		case s[lineStart:start] != "" && strings.Trim(s[lineStart:start], " ") == "":
