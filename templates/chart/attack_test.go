@@ -2,12 +2,14 @@ package chart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -172,4 +174,44 @@ func TestQuoteAndCommentKeepTheFlowList(t *testing.T) {
 			t.Errorf("%q: flow %q, want enforce: restricted", v, flow)
 		}
 	}
+}
+
+// One render, one budget: the shape check's second render went on with a
+// fresh budget, so a tenant whose spec holds a hostile string got about
+// twice the steps the entry allows. Now the second render goes on from
+// the steps the first counted.
+func TestShapeCheckSharesTheBudget(t *testing.T) {
+	dir := writeChart(t, "name: web\nitems: []\n", map[string]string{"templates/cm.yaml": configMap +
+		"  name: {{ .Values.name | quote }}\n{{- range $i, $e := .Values.items }}\n  k{{ $i }}: {{ $e | upper | lower | quote }}\n{{- end }}\n"})
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 2000)
+	for i := range items {
+		items[i] = "item"
+	}
+	render := func(name string, steps int64) (*Output, error) {
+		limits := config.RenderBudget{}.WithDefaults()
+		if steps > 0 {
+			limits.Steps = steps
+		}
+		return c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: limits,
+			Spec: map[string]any{"name": name, "items": items}})
+	}
+	benign, err := render("plain", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := benign.State.Steps()
+	// A budget of 1.5 times one pass: a benign spec renders once, within it.
+	if _, err := render("plain", used*3/2); err != nil {
+		t.Fatalf("benign spec within 1.5x of its steps: %v", err)
+	}
+	// A hostile string makes a second pass: the two together exceed it.
+	_, err = render("a: b\n#", used*3/2)
+	if !errors.Is(err, budget.ErrExceeded) {
+		t.Errorf("hostile spec with a budget of 1.5x one pass (%d steps): err = %v, want the budget exceeded", used*3/2, err)
+	}
+	t.Logf("one pass: %d steps; hostile spec under %d: %v", used, used*3/2, err)
 }

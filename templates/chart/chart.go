@@ -225,6 +225,10 @@ type Release struct {
 	// TenantTemplates lets template text in the spec run where the chart
 	// gives it to tpl; false prints it as the literal text it is.
 	TenantTemplates bool
+	// spent is what the render's earlier passes counted: a second render
+	// (the shape check, a random function's check) goes on from it, so
+	// that one render of a resource has one budget.
+	spent int64
 }
 
 // Output is one render of a chart.
@@ -278,12 +282,14 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkShape(ctx, rel, now, out, p.hostile); err != nil {
+	spent, err := c.checkShape(ctx, rel, now, out, p.hostile)
+	if err != nil {
 		return nil, err
 	}
 	if len(p.random) == 0 {
 		return out, nil
 	}
+	rel.spent = spent
 	again, _, err := c.render(ctx, rel, now.Add(25*time.Hour+time.Minute+time.Second))
 	if err != nil {
 		return nil, err
@@ -333,6 +339,9 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 		return nil, nil, err
 	}
 	p := &printer{st: &st, clock: clock, templates: int64(c.templates), taint: taint, tenantTemplates: rel.TenantTemplates}
+	if err := st.Meter().Charge(rel.spent); err != nil {
+		return nil, nil, fmt.Errorf("%w (with the render's earlier pass)", err)
+	}
 	found := map[string]bool{}
 	tenantStrings(spec, found)
 	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })

@@ -43,10 +43,11 @@ func (e *ShapeError) Error() string {
 }
 
 // checkShape renders rel again with its hostile strings benign and
-// compares the field paths of every object with out's.
-func (c *Chart) checkShape(ctx context.Context, rel Release, clock time.Time, out *Output, hostile []string) error {
+// compares the field paths of every object with out's. It returns the
+// steps the render has counted, both passes together.
+func (c *Chart) checkShape(ctx context.Context, rel Release, clock time.Time, out *Output, hostile []string) (int64, error) {
 	if len(hostile) == 0 {
-		return nil
+		return out.State.Steps(), nil
 	}
 	// The hostile strings are as the render saw them: masked, unless the
 	// entry runs tenant templates; the spec has them as written.
@@ -59,12 +60,14 @@ func (c *Chart) checkShape(ctx context.Context, rel Release, clock time.Time, ou
 	}
 	calm := rel
 	calm.Spec, _ = replaceStrings(rel.Spec, benign).(map[string]any)
+	calm.spent = out.State.Steps()
 	ref, _, err := c.render(ctx, calm, clock)
 	if err != nil {
-		return fmt.Errorf("checking that the custom resource's values keep the objects' fields, rendering it with them replaced by plain text failed: %w", err)
+		return 0, fmt.Errorf("checking that the custom resource's values keep the objects' fields, rendering it with them replaced by plain text failed: %w", err)
 	}
+	spent := ref.State.Steps()
 	if len(ref.Manifests) != len(out.Manifests) {
-		return &ShapeError{Template: out.Manifests[min(len(out.Manifests), len(ref.Manifests))%max(len(out.Manifests), 1)].Template}
+		return 0, &ShapeError{Template: out.Manifests[min(len(out.Manifests), len(ref.Manifests))%max(len(out.Manifests), 1)].Template}
 	}
 	names := map[string]bool{}
 	for h, b := range benign {
@@ -73,11 +76,13 @@ func (c *Chart) checkShape(ctx context.Context, rel Release, clock time.Time, ou
 	for i, m := range out.Manifests {
 		got, err := engine.Decode(m.Body, out.State)
 		if err != nil {
-			return nil // the decode in package templates reports it
+			return spent, nil // the decode in package templates reports it
 		}
 		want, err := engine.Decode(ref.Manifests[i].Body, ref.State)
 		if err != nil {
-			return nil
+			// The tenant's strings made text YAML reads where plain text
+			// does not: refused, not let through unchecked.
+			return 0, &ShapeError{Template: m.Template}
 		}
 		g, w := fieldPaths(got, names), fieldPaths(want, names)
 		if !slices.Equal(g, w) {
@@ -96,10 +101,65 @@ func (c *Chart) checkShape(ctx context.Context, rel Release, clock time.Time, ou
 					}
 				}
 			}
-			return &ShapeError{Template: m.Template, Path: path}
+			return 0, &ShapeError{Template: m.Template, Path: path}
+		}
+		if path := flagChanged(got, want, names); path != "" {
+			return 0, &ShapeError{Template: m.Template, Path: path}
 		}
 	}
-	return nil
+	return spent, nil
+}
+
+// flagChanged returns the path of the first flag whose value differs
+// between got and want (the render with plain text), "" when none: a
+// boolean, or a list item that reads as a command-line flag ("-..."),
+// where neither holds the tenant's text. A tenant's value may change
+// values that are made of it; it must not turn the chart's own switch.
+func flagChanged(got, want any, names map[string]bool) string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, _ := got.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			if names[k] {
+				continue
+			}
+			if p := flagChanged(g[k], w[k], names); p != "" {
+				return "." + k + p
+			}
+		}
+	case []any:
+		g, _ := got.([]any)
+		for i, e := range w {
+			if i >= len(g) {
+				return "[" + strconv.Itoa(i) + "]"
+			}
+			if s, ok := e.(string); ok && strings.HasPrefix(s, "-") && !standIn(s, names) && g[i] != s {
+				return "[" + strconv.Itoa(i) + "]"
+			}
+			if p := flagChanged(g[i], e, names); p != "" {
+				return "[" + strconv.Itoa(i) + "]" + p
+			}
+		}
+	case bool:
+		if got != w {
+			return " (a boolean)"
+		}
+	}
+	return ""
+}
+
+// standIn reports whether s holds one of the plain-text stand-ins (or a
+// tenant's string).
+func standIn(s string, names map[string]bool) bool {
+	if strings.Contains(s, "xxxx") {
+		return true // a stand-in, or what the chart made of one (trunc)
+	}
+	for n := range names {
+		if strings.Contains(s, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // replaceStrings returns v with every string and key that is a key of
