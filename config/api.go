@@ -191,10 +191,19 @@ func (r *Resource) chartSpec(c *Config, p *field.Path) (*apiextensionsv1.JSONSch
 	} else {
 		spec = crd.FromValues(ch.Values)
 	}
-	if len(r.Schema.Expose) == 0 {
-		return spec, nil
+	if len(r.Schema.Expose) > 0 {
+		var errs field.ErrorList
+		if spec, errs = crd.Expose(spec, r.Schema.Expose, p.Child("expose")); len(errs) > 0 {
+			return nil, errs
+		}
 	}
-	return crd.Expose(spec, r.Schema.Expose, p.Child("expose"))
+	if !r.Schema.PreserveUnknownFields {
+		for _, closed := range crd.Close(spec, "spec") {
+			r.SchemaNotes = append(r.SchemaNotes, r.Chart+"/values.schema.json: "+closed+
+				": the schema lets it hold fields it does not declare (additionalProperties: true); the CRD does not (schema.preserveUnknownFields: true keeps them)")
+		}
+	}
+	return spec, nil
 }
 
 // CRDObjects returns the CRDs the config's schemas generate, as objects to

@@ -630,7 +630,7 @@ func fromResult(res result, b config.RenderBudget) (*templates.Result, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	r := &templates.Result{StatusWaits: res.StatusWaits, Waits: res.Waits, Release: res.Release, Hooks: res.Hooks, Notes: res.Notes}
+	r := &templates.Result{StatusWaits: res.StatusWaits, Waits: res.Waits, Release: res.Release, Hooks: res.Hooks, Notes: res.Notes, Dropped: res.Dropped}
 	for i, raw := range res.Children {
 		if int64(len(raw)) > b.StringBytes {
 			return nil, &engine.RenderError{Err: fmt.Errorf("rendered object %d is %d bytes, over renderBudget.stringBytes (%d)", i+1, len(raw), b.StringBytes)}

@@ -138,6 +138,7 @@ type result struct {
 	Waits       []templates.Wait  `json:"waits,omitempty"`
 	Release     string            `json:"release,omitempty"`
 	Hooks       []string          `json:"hooks,omitempty"`
+	Dropped     []string          `json:"dropped,omitempty"`
 	Notes       string            `json:"notes,omitempty"`
 	Errors      []wireError       `json:"errors,omitempty"`
 	// Retire says the worker exits after this result: its address space

@@ -160,7 +160,7 @@ func renderOne(in io.Reader, out io.Writer, byGVR map[string]*templates.Set, req
 	if err != nil {
 		return result{Errors: toWireErrors(err)}
 	}
-	res := result{StatusWaits: r.StatusWaits, Waits: r.Waits, Release: r.Release, Hooks: r.Hooks, Notes: r.Notes}
+	res := result{StatusWaits: r.StatusWaits, Waits: r.Waits, Release: r.Release, Hooks: r.Hooks, Notes: r.Notes, Dropped: r.Dropped}
 	for _, c := range r.Children {
 		b, err := encodeValue(c.Object)
 		if err != nil {

@@ -32,6 +32,9 @@ func (s *Set) loadChart(cfg *config.Config, entry string, res config.Resource) e
 		return &config.FieldError{File: cfg.Path, Entry: entry, Field: "chart", Err: err}
 	}
 	s.chart = c
+	if s.specSchema, err = specSchema(res); err != nil {
+		return &config.FieldError{File: cfg.Path, Entry: entry, Field: "schema", Err: err}
+	}
 	if res.Rollout != nil {
 		h := sha256.New()
 		h.Write([]byte(c.Digest()))
@@ -54,13 +57,14 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 			r, err = nil, &engine.RenderError{Template: s.res.Chart, Err: fmt.Errorf("render panicked: %v", p)}
 		}
 	}()
-	rel := chart.Release{Name: parent.Name, Namespace: parent.Namespace, Spec: parent.Spec, Overrides: s.res.OverrideValues,
+	spec, dropped := s.exposed(parent.Spec)
+	rel := chart.Release{Name: parent.Name, Namespace: parent.Namespace, Spec: spec, Overrides: s.res.OverrideValues,
 		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget, TenantTemplates: s.res.TenantTemplates}
 	out, err := s.chart.Render(context.Background(), rel)
 	if err != nil {
 		return nil, &engine.RenderError{Template: s.res.Chart, Err: err}
 	}
-	r = &Result{Hooks: out.Hooks, Notes: out.Notes, Release: parent.Name,
+	r = &Result{Hooks: out.Hooks, Notes: out.Notes, Release: parent.Name, Dropped: dropped,
 		Status: map[string]any{contract.StatusDeployedRelease: map[string]any{"name": parent.Name}}}
 	var errs []error
 	seen := map[childKey]string{}

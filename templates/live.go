@@ -71,6 +71,9 @@ type Result struct {
 	Hooks []string
 	// Notes is a chart's rendered NOTES.txt.
 	Notes string
+	// Dropped lists the spec's fields a chart entry's API does not
+	// declare ("spec.a.b"), which the chart was not given.
+	Dropped []string
 }
 
 // waitError is what observed returns for a child that does not exist: the

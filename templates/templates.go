@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"os"
 	"slices"
 	"strings"
@@ -62,8 +63,11 @@ type Options struct {
 // Set holds the parsed templates of one configured resource. It is safe for
 // concurrent use.
 type Set struct {
-	res   config.Resource
-	kinds []schema.GroupVersionKind
+	res config.Resource
+	// specSchema is the spec's schema of a chart entry's generated CRD,
+	// which the spec is pruned with before a render (expose.go).
+	specSchema *structuralschema.Structural
+	kinds      []schema.GroupVersionKind
 	// root holds every template and helper of the entry in one namespace
 	// (so that include and template find the helpers' defines), rewritten
 	// for structure-safe rendering.

@@ -178,6 +178,9 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 	for _, w := range r.Waits {
 		fmt.Fprintf(stderr, "stencil render: %s: waits: %s\n", where, w)
 	}
+	for _, d := range r.Dropped {
+		fmt.Fprintf(stderr, "stencil render: %s: not given to the chart (not in the entry's API): %s\n", where, d)
+	}
 	for _, h := range r.Hooks {
 		fmt.Fprintf(stderr, "stencil render: %s: not applied (hook or test): %s\n", where, h)
 	}

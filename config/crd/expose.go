@@ -1,6 +1,8 @@
 package crd
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -80,4 +82,33 @@ func keepRequired(from, to *apiextensionsv1.JSONSchemaProps, name string) {
 // equalSchema reports whether a and b are the same schema.
 func equalSchema(a, b *apiextensionsv1.JSONSchemaProps) bool {
 	return string(rawJSON(a).Raw) == string(rawJSON(b).Raw)
+}
+
+// Close drops x-kubernetes-preserve-unknown-fields from every object of s
+// that declares properties (at path and below) and returns the paths it
+// closed: a chart's schema that lets `image` hold any field would let a
+// tenant set image.repository through a CRD that exposes only image.tag.
+// An object that declares no properties is a map (labels, annotations)
+// and stays open.
+func Close(s *apiextensionsv1.JSONSchemaProps, path string) []string {
+	if s == nil {
+		return nil
+	}
+	var closed []string
+	if s.Properties != nil && s.XPreserveUnknownFields != nil && *s.XPreserveUnknownFields {
+		s.XPreserveUnknownFields = nil
+		closed = append(closed, path)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
+		child := s.Properties[name]
+		closed = append(closed, Close(&child, path+"."+name)...)
+		s.Properties[name] = child
+	}
+	if s.Items != nil {
+		closed = append(closed, Close(s.Items.Schema, path+"[]")...)
+	}
+	if s.AdditionalProperties != nil {
+		closed = append(closed, Close(s.AdditionalProperties.Schema, path+".*")...)
+	}
+	return closed
 }

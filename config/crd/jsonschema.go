@@ -24,8 +24,11 @@ func FromJSONSchema(doc []byte) (props *apiextensionsv1.JSONSchemaProps, dropped
 	if err := dec.Decode(&root); err != nil {
 		return nil, nil, fmt.Errorf("values.schema.json: %w", err)
 	}
-	tr := &translator{root: root, refs: []string{"#"}}
+	tr := &translator{root: root, refs: []string{"#"}, memo: map[string]memoised{}}
 	s := tr.schema(root, "#")
+	if tr.err != nil {
+		return nil, nil, fmt.Errorf("values.schema.json: %w", tr.err)
+	}
 	if s.Type != "object" {
 		return nil, nil, fmt.Errorf("values.schema.json: the values must be an object, the schema says %q", s.Type)
 	}
@@ -38,7 +41,27 @@ type translator struct {
 	root    map[string]any
 	refs    []string
 	dropped []string
+	// memo holds each $ref's translation: a definition used many times
+	// is translated once.
+	memo map[string]memoised
+	// nodes counts the schemas of the translation with every $ref
+	// expanded where it is used, which the CRD will hold: past
+	// MaxSchemaNodes the translation fails (err), so that definitions
+	// that each refer twice to the next cannot make a gigabyte of CRD.
+	nodes int
+	err   error
 }
+
+// memoised is a $ref's translation and the schemas it holds.
+type memoised struct {
+	s     *apiextensionsv1.JSONSchemaProps
+	nodes int
+}
+
+// MaxSchemaNodes bounds the schemas a chart's values.schema.json expands
+// to, every $ref inlined where it is used: the largest published CRDs
+// hold about ten thousand (a chart's, a few thousand).
+const MaxSchemaNodes = 20_000
 
 // drop notes that keyword at path is left out, once.
 func (tr *translator) drop(path, keyword string) {
@@ -63,6 +86,9 @@ func (tr *translator) schema(node any, path string) *apiextensionsv1.JSONSchemaP
 // build translates node without settling what its keywords leave open
 // (finish), so that allOf can merge its branches first.
 func (tr *translator) build(node any, path string) *apiextensionsv1.JSONSchemaProps {
+	if tr.count(1, path) {
+		return anyValue()
+	}
 	m, ok := node.(map[string]any)
 	if !ok {
 		if node != true {
@@ -105,9 +131,19 @@ func (tr *translator) ref(m map[string]any, ref, path string) *apiextensionsv1.J
 		tr.drop(path, "$ref "+ref+" (recursive)")
 		return anyValue()
 	}
-	tr.refs = append(tr.refs, ref)
-	s := tr.build(target, ref)
-	tr.refs = tr.refs[:len(tr.refs)-1]
+	var s *apiextensionsv1.JSONSchemaProps
+	if m, ok := tr.memo[ref]; ok {
+		if tr.count(m.nodes, path) {
+			return anyValue()
+		}
+		s = m.s.DeepCopy()
+	} else {
+		tr.refs = append(tr.refs, ref)
+		before := tr.nodes
+		s = tr.build(target, ref)
+		tr.refs = tr.refs[:len(tr.refs)-1]
+		tr.memo[ref] = memoised{s: s.DeepCopy(), nodes: tr.nodes - before}
+	}
 	siblings := map[string]any{}
 	for k, v := range m {
 		if k != "$ref" && k != "description" {
@@ -121,6 +157,20 @@ func (tr *translator) ref(m map[string]any, ref, path string) *apiextensionsv1.J
 		s.Description = d
 	}
 	return s
+}
+
+// count adds n schemas to the expanded translation and reports whether
+// it went past MaxSchemaNodes (then tr.err says where).
+func (tr *translator) count(n int, path string) bool {
+	if tr.err != nil {
+		return true
+	}
+	tr.nodes += n
+	if tr.nodes > MaxSchemaNodes {
+		tr.err = fmt.Errorf("the schema expands to more than %d schemas with every $ref inlined where it is used (at %s): a definition referred to many times, each referring to the next, grows it twice per level; refused", MaxSchemaNodes, path)
+		return true
+	}
+	return false
 }
 
 // resolve follows a JSON pointer within the document ("#/definitions/X").
