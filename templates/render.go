@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -348,6 +349,9 @@ func (s *Set) child(v any, parent *view.Object) (*unstructured.Unstructured, err
 	if err := s.grantsByType(gvk, obj); err != nil {
 		return nil, err
 	}
+	if err := checkKeys(obj, ""); err != nil {
+		return nil, err
+	}
 	nameErrs := validation.IsDNS1123Subdomain(name)
 	if gvk.GroupKind() == (schema.GroupKind{Kind: "Service"}) {
 		nameErrs = validation.IsDNS1035Label(name)
@@ -388,6 +392,35 @@ func (s *Set) child(v any, parent *view.Object) (*unstructured.Unstructured, err
 	u.SetLabels(lbls)
 	u.SetOwnerReferences([]metav1.OwnerReference{OwnerReference(parent)})
 	return u, nil
+}
+
+// checkKeys refuses a field name that YAML cannot carry as written: a
+// line break (NEL and the Unicode separators included), a control
+// character or a byte-order mark. Such a key reads differently in the
+// YAML stencil render prints, in kubectl's and in the API server's view,
+// so the child is refused naming where the key is and what it holds.
+func checkKeys(v any, path string) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			for _, r := range k {
+				if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0x2028 || r == 0x2029 || r == 0xfeff {
+					return fmt.Errorf("the key %q at %s holds %U, which YAML reads as a line break or cannot print: a field name cannot hold it",
+						k, cmp.Or(path, "the object's top"), r)
+				}
+			}
+			if err := checkKeys(v[k], path+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := checkKeys(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // OwnerReference returns the controller ownerReference every child of parent carries.

@@ -70,3 +70,24 @@ spec:
 		}
 	}
 }
+
+// A key holding U+0085 (NEL), a line break to YAML 1.1, is refused naming
+// the template, where the key is and why; before, `stencil render`
+// failed with a raw YAML parser error naming nothing.
+func TestNELKeyIsRefusedNamingTheTemplate(t *testing.T) {
+	dir := t.TempDir()
+	chartDir, err := filepath.Abs(filepath.Join(chartData, "charts", "nginx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "stencil.yaml")
+	writeTestFile(t, config, "resources:\n  - group: web.example.com\n    version: v1\n    resource: nginxes\n    chart: "+chartDir+
+		"\n    overrideValues: {tls.enabled: \"false\"}\n")
+	cr := filepath.Join(dir, "cr.yaml")
+	writeTestFile(t, cr, "apiVersion: web.example.com/v1\nkind: Nginx\nmetadata: {name: web, namespace: team-a}\nspec:\n  commonAnnotations: {\"a\\x85b\": x}\n")
+	r := stencil(t, "", "render", "--config", config, "-f", cr)
+	r.expect(t, 1, []string{}, []string{`nginx/templates/svc.yaml: the key "a\u0085b" at .metadata.annotations holds U+0085, which YAML reads as a line break`})
+	if strings.Contains(r.stderr, "did not find expected") {
+		t.Errorf("a raw YAML parser error:\n%s", r.stderr)
+	}
+}

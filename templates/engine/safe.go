@@ -189,7 +189,7 @@ func (p placed) text() string {
 	if p.kind == kindQuoted {
 		// It stood between the double quotes of serialised data: keep it
 		// escaped, so that the data still reads as JSON or YAML.
-		b, _ := jsonString(p.v.(string))
+		b, _ := marshalJSON(p.v.(string)) // YAML's non-printables (NEL) escaped too
 		return string(b[1 : len(b)-1])
 	}
 	return Printed(p.v)
