@@ -394,18 +394,22 @@ func (s *Set) child(v any, parent *view.Object) (*unstructured.Unstructured, err
 	return u, nil
 }
 
-// checkKeys refuses a field name that YAML cannot carry as written: a
-// line break (NEL and the Unicode separators included), a control
-// character or a byte-order mark. Such a key reads differently in the
-// YAML stencil render prints, in kubectl's and in the API server's view,
-// so the child is refused naming where the key is and what it holds.
+// checkKeys refuses a field name holding a C1 control character: JSON
+// carries it unescaped, and YAML 1.1 reads U+0085 (NEL) as a line break
+// and refuses the others, so the object could not be printed as YAML
+// (stencil render, kubectl get -o yaml) or would read as another key. A
+// key holding a newline or a C0 control is escaped in both and stays.
 func checkKeys(v any, path string) error {
 	switch v := v.(type) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			for _, r := range k {
-				if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0x2028 || r == 0x2029 || r == 0xfeff {
-					return fmt.Errorf("the key %q at %s holds %U, which YAML reads as a line break or cannot print: a field name cannot hold it",
+				switch {
+				case r == 0x85:
+					return fmt.Errorf("the key %q at %s holds U+0085 (NEL), which YAML reads as a line break: a field name cannot hold it",
+						k, cmp.Or(path, "the object's top"))
+				case r >= 0x80 && r < 0xa0:
+					return fmt.Errorf("the key %q at %s holds %U, a control character YAML cannot print: a field name cannot hold it",
 						k, cmp.Or(path, "the object's top"), r)
 				}
 			}

@@ -217,6 +217,9 @@ func TestRenderHostileValues(t *testing.T) {
 	}
 	for _, s := range inputs {
 		got, err := renderHostile(t, set, s)
+		if err != nil && c1Control(s) && strings.Contains(err.Error(), "a field name cannot hold it") {
+			continue // a key YAML cannot print is refused, naming it
+		}
 		if err != nil {
 			t.Errorf("s=%q: %v", s, err)
 			continue
@@ -270,6 +273,9 @@ func FuzzRenderHostileValues(f *testing.F) {
 		}
 		set := hostileSet(&testing.T{})
 		got, err := renderHostile(&testing.T{}, set, s)
+		if err != nil && c1Control(s) && strings.Contains(err.Error(), "a field name cannot hold it") {
+			return // a key YAML cannot print is refused, naming it
+		}
 		if err != nil {
 			t.Fatalf("s=%q: %v", s, err)
 		}
@@ -468,4 +474,10 @@ func containsString(v any, s string) bool {
 		return strings.Contains(v, s)
 	}
 	return false
+}
+
+// c1Control reports whether s holds a C1 control character (NEL among
+// them), which a child's key may not hold.
+func c1Control(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r >= 0x80 && r < 0xa0 })
 }

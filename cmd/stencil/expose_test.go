@@ -86,7 +86,7 @@ func TestNELKeyIsRefusedNamingTheTemplate(t *testing.T) {
 	cr := filepath.Join(dir, "cr.yaml")
 	writeTestFile(t, cr, "apiVersion: web.example.com/v1\nkind: Nginx\nmetadata: {name: web, namespace: team-a}\nspec:\n  commonAnnotations: {\"a\\x85b\": x}\n")
 	r := stencil(t, "", "render", "--config", config, "-f", cr)
-	r.expect(t, 1, []string{}, []string{`nginx/templates/svc.yaml: the key "a\u0085b" at .metadata.annotations holds U+0085, which YAML reads as a line break`})
+	r.expect(t, 1, []string{}, []string{`nginx/templates/svc.yaml: the key "a\u0085b" at .metadata.annotations holds U+0085 (NEL), which YAML reads as a line break`})
 	if strings.Contains(r.stderr, "did not find expected") {
 		t.Errorf("a raw YAML parser error:\n%s", r.stderr)
 	}

@@ -153,7 +153,7 @@ func placedValue(n *yamlv3.Node, isKey bool, st *State) (any, error) {
 		switch {
 		case plain && !isKey && p.kind == kindValue:
 			return typedValue(p.v)
-		case p.kind == kindQuoted:
+		case p.kind == kindQuoted || p.kind == kindYAMLQuoted:
 			return p.v.(string), nil
 		case !block:
 			return p.text(), nil

@@ -278,7 +278,7 @@ func replacement(src []byte, n *yamlv3.Node, key bool, st *State) ([]byte, error
 		switch {
 		case plain && !key && p.kind == kindValue:
 			return typed(p.v)
-		case p.kind == kindQuoted:
+		case p.kind == kindQuoted || p.kind == kindYAMLQuoted:
 			return marshalJSON(p.v.(string))
 		}
 		if n.Style&(yamlv3.LiteralStyle|yamlv3.FoldedStyle) == 0 {

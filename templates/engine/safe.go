@@ -61,11 +61,14 @@ const (
 	// kindQuoted is a string inside toYaml or toJson output, where it
 	// stands between double quotes.
 	kindQuoted = 'q'
+	// kindYAMLQuoted is a tenant's string inside what one of a chart's
+	// serialisers wrote, between double quotes (Placeholders).
+	kindYAMLQuoted = 'y'
 )
 
 // tokenPattern matches a token of any secret; submatches: the secret, the
 // kind, the index. lookup keeps only those of the state's own secret.
-var tokenPattern = regexp.MustCompile(tokenPrefix + `([a-z2-7]{16})([vq])(\d{8})` + tokenSuffix)
+var tokenPattern = regexp.MustCompile(tokenPrefix + `([a-z2-7]{16})([vqy])(\d{8})` + tokenSuffix)
 
 // Internal function names the rewritten templates call.
 const (
@@ -186,10 +189,16 @@ func (st *State) lookup(m []string) (placed, bool) {
 // text is how a value reads inside a larger string, as text/template
 // prints it.
 func (p placed) text() string {
+	if p.kind == kindYAMLQuoted {
+		// Between the double quotes of YAML a chart's serialiser wrote:
+		// escaped as JSON, and YAML's non-printables (NEL) too.
+		b, _ := marshalJSON(p.v.(string))
+		return string(b[1 : len(b)-1])
+	}
 	if p.kind == kindQuoted {
 		// It stood between the double quotes of serialised data: keep it
 		// escaped, so that the data still reads as JSON or YAML.
-		b, _ := marshalJSON(p.v.(string)) // YAML's non-printables (NEL) escaped too
+		b, _ := jsonString(p.v.(string))
 		return string(b[1 : len(b)-1])
 	}
 	return Printed(p.v)

@@ -313,12 +313,12 @@ func (st *State) Placeholders(v any, t *Taint) any {
 	}
 	switch v := v.(type) {
 	case string:
-		return st.token(kindQuoted, v, "")
+		return st.token(kindYAMLQuoted, v, "")
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
 			if t.Of(k) {
-				k = st.token(kindQuoted, k, "")
+				k = st.token(kindYAMLQuoted, k, "")
 			}
 			out[k] = st.Placeholders(e, t)
 		}
@@ -339,7 +339,7 @@ func (st *State) Placeholders(v any, t *Taint) any {
 		out := make(map[string]any, len(v))
 		for k, e := range v {
 			if t.Of(k) {
-				k = st.token(kindQuoted, k, "")
+				k = st.token(kindYAMLQuoted, k, "")
 			}
 			out[k] = st.Placeholders(e, t)
 		}
