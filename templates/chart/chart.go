@@ -8,10 +8,11 @@
 // The choice a newcomer may question: Helm's engine runs, but not on the
 // chart's text as written. At load, every template is parsed and
 // rewritten (rewrite.go) so that each printing action ends in a function
-// of stencil's, which lets Helm's text through unless a tenant's string
-// would become YAML syntax, and then makes it one scalar (safe.go).
-// Helm, helm-operator and function-go-templating all print a tenant's
-// `tag: "1.0\n  evil: x"` as a new key; a rewrite that keeps Helm's
+// of stencil's, and each of Helm's serialisers and parsers is framed by
+// two; every function is wrapped to carry the taint of the tenant's text
+// (safe.go, engine.Taint). Helm, helm-operator and function-go-templating
+// all print a tenant's `tag: "1.0\n  evil: x"` as a new key and run a
+// tenant's "{{ ... }}" where a chart calls tpl; a rewrite that keeps Helm's
 // engine, its functions and its data model is the smallest change that
 // closes that, and benign values never see it.
 package chart
@@ -308,9 +309,6 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Output, *printer, error) {
 	ch := copyChart(c.ch)
 	spec := rel.Spec
-	if !rel.TenantTemplates && spec != nil {
-		spec = masked(spec).(map[string]any)
-	}
 	st := engine.NewState(rel.Budget, false)
 	taint := engine.NewTaint(&st)
 	if spec != nil {
@@ -351,12 +349,6 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 		return nil, nil, p.renderError(err)
 	}
 	out := &Output{State: &st}
-	if !rel.TenantTemplates {
-		for name, text := range files {
-			files[name] = unmask.Replace(text)
-		}
-		st.MapStrings(unmask.Replace)
-	}
 	notes := path.Join(ch.Name(), "templates", "NOTES.txt")
 	for name, text := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -425,48 +417,6 @@ func where(msg string) string {
 		loc = parts[0] + ":" + parts[1]
 	}
 	return loc + ": "
-}
-
-// A tenant's text is not a template. Bitnami's charts, and many others,
-// pass values through tpl (common.tplvalues.render does when a value holds
-// "{{"), so a tenant who writes "{{ .Values.tls.key }}" in an annotation
-// would read what the platform set in overrideValues, or change the
-// object's shape. Unless the entry sets tenantTemplates, every "{{" of the
-// spec (values and keys) is masked before the render, so no text a tenant
-// wrote holds a delimiter whatever the chart does with it (tpl, toYaml,
-// trunc, printf), and unmasked in what the render printed: the text lands
-// as the literal text it is. The mask of "{{" is "{" and a private-use
-// character: serialisers write it as they are (a control character would
-// come out escaped, and no longer be found), and quote it where they would
-// quote "{" (YAML reads a plain scalar that starts with "{" as a flow
-// mapping). The private-use characters of a tenant's own text are escaped
-// first, so no tenant text reads as a mask.
-const maskRune = '\uE001'
-
-var (
-	mask   = strings.NewReplacer("\uE001", "\uE002\uE003", "\uE002", "\uE002\uE004", "{{", "{\uE001")
-	unmask = strings.NewReplacer("{\uE001", "{{", "\uE002\uE003", "\uE001", "\uE002\uE004", "\uE002")
-)
-
-// masked returns v with mask applied to every string and key.
-func masked(v any) any {
-	switch v := v.(type) {
-	case string:
-		return mask.Replace(v)
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[mask.Replace(k)] = masked(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = masked(e)
-		}
-		return out
-	}
-	return v
 }
 
 // copyChart copies ch deeply enough that Helm's dependency processing

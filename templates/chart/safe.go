@@ -17,21 +17,28 @@ import (
 
 // Tenant safety in chart mode. A chart prints values as text, and Helm
 // reads the text as YAML: a tenant's image tag of `x\n  evil: true` adds a
-// key. stencil keeps Helm's output byte for byte wherever no tenant string
-// could change the structure, and only then steps in:
+// key, and a chart that gives a value to tpl runs it. stencil keeps Helm's
+// output byte for byte wherever no tenant text could change the structure,
+// and decides by construction, not by searching the output:
 //
-//   - The tenant's strings (every string and key of the resource's spec)
-//     that YAML could read as syntax in some position are collected before
-//     the render (hostile): a newline, a quote, ": ", " #", flow brackets.
-//   - A printing action whose text holds one of them prints a placeholder
-//     instead, which lands as one scalar (package engine's placement):
-//     the whole printed text, a string.
-//   - Unless the text is structure that a serialiser made (toYaml, toJson,
-//     a helper's output): it parses as a mapping or list, and each hostile
-//     string sits inside one scalar of it. That is the chart's API.
+//   - Every string of the spec, keys included, is tainted (engine.Taint:
+//     its bytes live in the render's arena), and every function the chart
+//     calls is wrapped once to taint what it makes of tainted text.
+//   - A printing action whose text is tainted prints it as Helm does when
+//     YAML could read it as nothing but text, and as a placeholder
+//     otherwise, which lands as one scalar (package engine's placement).
+//   - Helm's serialisers (toYaml, toJson ...) are given the data with each
+//     tainted string a placeholder: what they write is the chart's
+//     structure, each tenant string one scalar of it, whatever it holds
+//     (a quote and a comment in a flow list included).
+//   - tpl prints tainted text, it does not run it (unless the entry sets
+//     tenantTemplates); a parser's result of tainted text is tainted, so a
+//     "\x7b\x7b" that fromYaml decodes is text all the same.
+//   - Placeholders carry a secret drawn per render: a tenant string shaped
+//     like one is text.
 //
 // Benign values never meet a placeholder, so a chart renders exactly as
-// `helm template` renders it.
+// `helm template` renders it. The shape check (shape.go) is a second line.
 
 // hostile reports whether YAML could read s, printed raw, as syntax or
 // not as itself in some position: plain, quoted or flow.
@@ -40,8 +47,7 @@ func hostile(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		// maskRune is half of the mask of "{{" (chart.go).
-		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == maskRune {
+		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 || r == 0xfeff {
 			return true
 		}
 		if strings.ContainsRune("\"'\\#{}[],&*!|>%@`", r) {
@@ -58,8 +64,8 @@ func hostile(s string) bool {
 	return false
 }
 
-// tenantStrings collects the hostile strings of v (keys too), longest
-// first.
+// tenantStrings collects the hostile strings of v (keys too), for the
+// shape check.
 func tenantStrings(v any, out map[string]bool) {
 	switch v := v.(type) {
 	case string:

@@ -147,16 +147,6 @@ func (st *State) refuseForged(s string) error {
 // budget so far.
 func (st *State) Steps() int64 { return st.meter.Steps() }
 
-// MapStrings replaces every string value recorded so far by f of it
-// (chart mode unmasks a tenant's delimiters with it, after the render).
-func (st *State) MapStrings(f func(string) string) {
-	for i, p := range st.vals {
-		if s, ok := p.v.(string); ok {
-			st.vals[i].v = f(s)
-		}
-	}
-}
-
 // Reset readies the state for the next render, keeping its memory.
 func (st *State) Reset() {
 	clear(st.vals)
