@@ -1,0 +1,120 @@
+package chart
+
+import (
+	"context"
+	"encoding/base64"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/engine"
+)
+
+// platformSecret is what the platform sets in overrideValues, at a path
+// no chart prints: only a tenant's text run as a template, or a forged
+// placeholder, could bring it into an object.
+const platformSecret = "PLATFORM-SECRET-7f3a9c"
+
+var secretOverrides = map[string]string{"platform.password": platformSecret, "tls.key": platformSecret}
+
+// secretSpecs puts s where each chart takes a tenant's string: values,
+// keys, a string bitnami decodes with fromYaml and gives to tpl.
+func secretSpecs(s string) map[string]map[string]any {
+	return map[string]map[string]any{
+		"nginx": {"tls": map[string]any{"enabled": false}, "podLabels": s, "commonAnnotations": map[string]any{"a": s, s: "v"},
+			"nameOverride": s, "image": map[string]any{"tag": s}},
+		"mychart": {"nameOverride": s, "podAnnotations": map[string]any{"a": s, s: "v"}, "image": map[string]any{"tag": s}},
+		"podinfo": {"ui": map[string]any{"message": s}, "podAnnotations": map[string]any{s: "x"}, "image": map[string]any{"tag": s}},
+	}
+}
+
+// FuzzChartSecret renders bitnami nginx, helm create's chart and podinfo
+// with a fuzzed tenant string (marker fragments, escapes, quotes, comment
+// and flow characters, NEL, BOM in the seeds) at every place a tenant
+// sets one, and a platform secret in overrideValues. The secret is never
+// in any object, hook or note, in the render's first pass (the safety
+// core alone, before the shape check) or its result; and every object of
+// a render that is not refused has the field paths of a render with x's.
+func FuzzChartSecret(f *testing.F) {
+	enc := base64.StdEncoding.EncodeToString([]byte("{{ .Values.platform.password }}"))
+	for _, s := range []string{
+		"x", "{{ .Values.platform.password }}", `a: "\x7b\x7b .Values.platform.password }}"`, `a: "\u007b\u007b .Values.tls.key }}"`,
+		"a: !!binary " + enc, "zzstencilvv00000000z", "zzstencilaaaaaaaaaaaaaaaav00000001z", "', --evil=true] #", "'}, enforce: privileged} #",
+		"a\u0085b", "\ufeffa: b", "x\n  evil: yes", "{{ tpl .Values.platform.password . }}", "%7B%7B .Values.platform.password }}",
+		"- a\n- b", "&a [*a, *a]", "\"q\" # c", "{\"a\": \"\\u007b\\u007b .Values.tls.key }}\"}",
+	} {
+		f.Add(s)
+	}
+	charts := map[string]*Chart{}
+	for _, name := range []string{"nginx", "mychart", "podinfo"} {
+		c, err := Load(filepath.Join("testdata", "charts", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		charts[name] = c
+	}
+	limits := config.RenderBudget{}.WithDefaults()
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 300 || !utf8.ValidString(s) || s == "" {
+			return
+		}
+		hostile, plain := secretSpecs(s), secretSpecs(strings.Repeat("x", len(s)))
+		for name, c := range charts {
+			rel := Release{Name: "demo", Namespace: "team-a", Spec: hostile[name], Overrides: secretOverrides, Budget: limits}
+			first, _, err := c.render(context.Background(), rel, time.Now())
+			if err == nil {
+				noSecret(t, name+" (first pass)", s, first)
+			}
+			out, err := c.Render(context.Background(), rel)
+			if err != nil {
+				continue // refused: nothing applied
+			}
+			noSecret(t, name, s, out)
+			ref, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: plain[name], Overrides: secretOverrides, Budget: limits})
+			if err != nil {
+				continue // the lengths alone fail the chart (a name over 63)
+			}
+			if len(out.Manifests) != len(ref.Manifests) {
+				t.Fatalf("%s: %d objects with %q; %d with x's", name, len(out.Manifests), s, len(ref.Manifests))
+			}
+			names := map[string]bool{s: true, strings.Repeat("x", len(s)): true}
+			for i, m := range out.Manifests {
+				got, gerr := engine.Decode(m.Body, out.State)
+				want, werr := engine.Decode(ref.Manifests[i].Body, ref.State)
+				if gerr != nil || werr != nil {
+					continue // decoding fails the render in package templates
+				}
+				if g, w := fieldPaths(got, names), fieldPaths(want, names); !slices.Equal(g, w) {
+					t.Fatalf("%s: %s with %q has fields\n%v\nwith x's\n%v", name, m.Template, s, g, w)
+				}
+			}
+		}
+	})
+}
+
+// noSecret fails when the platform's secret is in any object, hook or
+// note of out.
+func noSecret(t *testing.T, name, s string, out *Output) {
+	t.Helper()
+	for _, m := range out.Manifests {
+		if strings.Contains(out.State.Resolve(string(m.Body)), platformSecret) {
+			t.Fatalf("%s: %s holds the platform's secret with the tenant's %q", name, m.Template, s)
+		}
+		if v, err := engine.Decode(m.Body, out.State); err == nil {
+			leaves(v, m.Template, func(path, str string) {
+				if strings.Contains(str, platformSecret) {
+					t.Fatalf("%s: %s holds the platform's secret with the tenant's %q", name, path, s)
+				}
+			})
+		}
+	}
+	for _, h := range append(out.Hooks, out.Notes) {
+		if strings.Contains(h, platformSecret) {
+			t.Fatalf("%s: a hook or the notes hold the platform's secret with the tenant's %q", name, s)
+		}
+	}
+}
