@@ -30,9 +30,10 @@ const (
 	// every render, so that the failure names the template and line.
 	refusedFunc = "__chart_refused"
 	// costFunc comes before each of Helm's own functions that serialise
-	// or parse (helmMetered): {{ toYaml (__chart_cost "toYaml" X) }}
-	// charges what Helm's function will do with X, and refuses what would
-	// be too large, before it runs; it returns X.
+	// or parse (engine.HelmOwn and engine.Serialiser or engine.Parser):
+	// {{ toYaml (__chart_cost "toYaml" X) }} charges what Helm's function
+	// will do with X, and refuses what would be too large, before it runs;
+	// it returns X as the function must see it (safe.go, before).
 	costFunc = "__chart_cost"
 	// tplTextFunc rewrites the text tpl is given as the chart's templates
 	// are rewritten at load, so that the text tpl runs is counted and
@@ -55,29 +56,6 @@ const (
 // internalPrefixes start the names of the rewrite's functions: text given
 // to tpl may not call them.
 var internalPrefixes = []string{"__chart_", "__stencil_"}
-
-// helmMetered are Helm's own functions that serialise or parse data
-// (Helm defines them, so stencil cannot wrap them as it wraps sprig's):
-// the rewrite puts costFunc before each.
-var helmMetered = map[string]bool{
-	"toYaml": true, "mustToYaml": true, "toYamlPretty": true, "fromYaml": true, "fromYamlArray": true,
-	"toJson": true, "mustToJson": true, "fromJson": true, "fromJsonArray": true,
-	"toToml": true, "mustToToml": true, "fromToml": true,
-}
-
-// structural are the functions whose output is structure when they end a
-// printing action: the chart's API (values it serialises are structure).
-// An include or tpl that ends one keeps its placeholders (it is not
-// resolved), so that they land where the included text puts them.
-var structural = map[string]bool{
-	"include": true, "tpl": true, "toYaml": true, "toYamlPretty": true, "mustToYaml": true,
-	"toJson": true, "mustToJson": true, "toPrettyJson": true, "mustToPrettyJson": true,
-	"toRawJson": true, "mustToRawJson": true, "toToml": true, "mustToToml": true,
-}
-
-// rendersText are the functions whose output is rendered template text,
-// which holds placeholders until it is resolved.
-var rendersText = map[string]bool{"include": true, "tpl": true}
 
 // rewriteFile rewrites one template file of a chart (name as Helm names
 // it, e.g. "podinfo/templates/deployment.yaml") and returns the text
@@ -238,7 +216,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 		layout(last)
 		return
 	}
-	if structural[name] {
+	if engine.Is(name, engine.Serialiser|engine.RendersText) {
 		cores[last] = true
 	}
 	pipe.Cmds = slices.Insert(cmds, i, call(valueFunc, loc, last.Pos))
@@ -280,13 +258,13 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 			}
 		}
 		name := identOf(c)
-		if _, refused := refusedFuncs[name]; refused {
+		if engine.Is(name, random) {
 			loc := location(tree, c)
 			c.Args = slices.Insert(c.Args[1:], 0, parse.Node(parse.NewIdentifier(refusedFunc).SetPos(c.Pos)),
 				parse.Node(str(loc+" "+name, c.Pos)))
 			continue
 		}
-		if helmMetered[name] {
+		if engine.Is(name, engine.HelmOwn) && engine.Is(name, engine.Serialiser|engine.Parser) {
 			i += meter(pipe, i, name)
 			c = pipe.Cmds[i]
 		}
@@ -298,7 +276,7 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 				Args: []parse.Node{parse.NewIdentifier(tplEndFunc).SetPos(c.Pos)}})
 			i++
 		}
-		if !rendersText[name] || cores[c] {
+		if !engine.Is(name, engine.RendersText) || cores[c] {
 			continue
 		}
 		if i == len(pipe.Cmds)-1 && !arg {

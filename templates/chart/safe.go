@@ -156,7 +156,7 @@ func (p *printer) before(name string, v any) (any, error) {
 	if err := p.st.Meter().Before(name, v); err != nil {
 		return nil, err
 	}
-	if parsers[name] {
+	if engine.Is(name, engine.Parser) {
 		if s, ok := v.(string); ok {
 			s = p.taint.Arg(s)
 			p.parsed = p.taint.Of(s)
@@ -176,12 +176,12 @@ func (p *printer) before(name string, v any) (any, error) {
 // after is afterFunc: what Helm's function name returned.
 func (p *printer) after(name string, r any) any {
 	switch {
-	case parsers[name]:
+	case engine.Is(name, engine.Parser):
 		if p.parsed {
 			p.parsed = false
 			return p.taint.Value(r)
 		}
-	case yamlSerialisers[name]:
+	case engine.Is(name, engine.WritesYAML):
 		if s, ok := r.(string); ok {
 			return p.st.QuotePlaceholders(s)
 		}
@@ -189,40 +189,16 @@ func (p *printer) after(name string, r any) any {
 	return r
 }
 
-// parsers are Helm's functions that decode text; yamlSerialisers those
-// that write YAML, where a placeholder stands unquoted.
-var (
-	parsers         = map[string]bool{"fromYaml": true, "fromYamlArray": true, "fromJson": true, "fromJsonArray": true, "fromToml": true}
-	yamlSerialisers = map[string]bool{"toYaml": true, "mustToYaml": true, "toYamlPretty": true}
-)
-
-// refusedFuncs differ on every render: a child rendered from one would
-// be rewritten on every sync, helm-operator's most reported loop. They
-// fail the render if what they returned reaches an object stencil
-// applies, and not if it reaches only a hook or a test, or nothing (argo-cd
-// calls now for a default it then does not use). The date functions that
-// would read the clock themselves fail where they are called
-// (clockDefaults).
-var refusedFuncs = map[string]bool{
-	"randAlphaNum": true, "randAlpha": true, "randAscii": true, "randNumeric": true, "randBytes": true,
-	"randInt": true, "shuffle": true, "uuidv4": true,
-	"genPrivateKey": true, "genCA": true, "genCAWithKey": true, "genSelfSignedCert": true,
-	"genSelfSignedCertWithKey": true, "genSignedCert": true, "genSignedCertWithKey": true,
-	"bcrypt": true, "htpasswd": true, "encryptAES": true,
-	"now": true, "ago": true,
-}
-
-// helmOwn are the functions Helm's engine defines over sprig's (or in
-// place of them): stencil leaves them to Helm. lookup finds nothing there,
-// as under helm template, since stencil never gives the engine a client.
-var helmOwn = []string{"fail", "getHostByName", "toYaml", "mustToYaml", "toYamlPretty", "fromYaml", "fromYamlArray",
-	"toJson", "mustToJson", "fromJson", "fromJsonArray", "toToml", "mustToToml", "fromToml", "include", "tpl", "required", "lookup"}
-
-// clockDefaults are the date functions that read the clock when their
-// date argument is not a time or a number.
-var clockDefaults = map[string]bool{
-	"date": true, "dateInZone": true, "date_in_zone": true, "htmlDate": true, "htmlDateInZone": true, "durationRound": true,
-}
+// random are the functions (of engine's policy table) whose result
+// differs on every render: a child rendered from one would be rewritten
+// on every sync, helm-operator's most reported loop. They fail the render
+// if what they returned reaches an object stencil applies, and not if it
+// reaches only a hook or a test, or nothing (argo-cd calls now for a
+// default it then does not use). The date functions that would read the
+// clock themselves (engine.ClockUnlessDated) fail where they are called.
+// lookup, one of Helm's own, finds nothing, as under helm template, since
+// stencil never gives the engine a client.
+const random = engine.Random | engine.Clock
 
 // RefusedError is a render that called a function whose result differs
 // on every render.
@@ -285,11 +261,11 @@ func (p *printer) funcs() template.FuncMap {
 	delete(sp, "expandenv")
 	// What Helm defines over sprig stays Helm's (CustomTemplateFuncs would
 	// win over it): fail's message, getHostByName's "" without DNS.
-	for _, name := range helmOwn {
+	for _, name := range engine.Named(engine.HelmOwn) {
 		delete(sp, name)
 	}
 	real := map[string]any{}
-	for name := range refusedFuncs {
+	for _, name := range engine.Named(random) {
 		real[name] = sp[name]
 		delete(sp, name)
 	}
@@ -326,7 +302,7 @@ func (p *printer) funcs() template.FuncMap {
 		}
 		return res[0].Interface(), nil
 	}
-	for name := range clockDefaults {
+	for _, name := range engine.Named(engine.ClockUnlessDated) {
 		name, fn := name, sp[name]
 		sp[name] = func(args ...any) (any, error) {
 			if !clockFree(name, args) {
@@ -337,7 +313,7 @@ func (p *printer) funcs() template.FuncMap {
 		}
 	}
 	m := engine.Budgeted(sp, p.st)
-	for name := range refusedFuncs {
+	for _, name := range engine.Named(random) {
 		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
 	layouts := map[string]any{}

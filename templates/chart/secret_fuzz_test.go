@@ -25,9 +25,9 @@ var secretOverrides = map[string]string{"platform.password": platformSecret, "tl
 // keys, a string bitnami decodes with fromYaml and gives to tpl.
 func secretSpecs(s string) map[string]map[string]any {
 	return map[string]map[string]any{
-		"nginx": {"tls": map[string]any{"enabled": false}, "podLabels": s, "commonAnnotations": map[string]any{"a": s, s: "v"},
-			"nameOverride": s, "image": map[string]any{"tag": s}},
-		"mychart": {"nameOverride": s, "podAnnotations": map[string]any{"a": s, s: "v"}, "image": map[string]any{"tag": s}},
+		"nginx": {"tls": map[string]any{"enabled": false}, "podLabels": s, "commonAnnotations": map[string]any{s: "v"},
+			"podAnnotations": map[string]any{"a": s}, "nameOverride": s, "image": map[string]any{"tag": s}},
+		"mychart": {"nameOverride": s, "podAnnotations": map[string]any{"a": s}, "podLabels": map[string]any{s: "v"}, "image": map[string]any{"tag": s}},
 		"podinfo": {"ui": map[string]any{"message": s}, "podAnnotations": map[string]any{s: "x"}, "image": map[string]any{"tag": s}},
 	}
 }

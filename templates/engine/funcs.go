@@ -24,15 +24,11 @@ var refusedFuncs = map[string]string{
 	"lookup": "lookup is refused: templates are hermetic and never read the cluster; put what the template needs in the custom resource's spec",
 }
 
-// unrepeatable are the functions of sprig's hermetic set that still do not
-// give the same output for the same input on every pass and every replica
-// (the local clock or time zone, randomness, fresh keys and certificates).
-var unrepeatable = []string{
-	"ago", "durationRound", "toDate", "mustToDate", "dateModify", "mustDateModify", "must_date_modify", "unixEpoch",
-	"randInt", "shuffle", "bcrypt", "htpasswd", "encryptAES", "genPrivateKey",
-	"genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey",
-	"genSignedCert", "genSignedCertWithKey",
-}
+// unrepeatable are the functions (of the policy table) that do not give
+// the same output for the same input on every pass and every replica: the
+// local clock or time zone, randomness, fresh keys and certificates. Own
+// templates do without them.
+const unrepeatable = Random | Clock | ClockUnlessDated | LocalTime
 
 // Funcs returns the vocabulary templates are written in: the one chart
 // authors know. It is sprig's hermetic set (github.com/Masterminds/sprig/v3
@@ -56,7 +52,7 @@ var unrepeatable = []string{
 // here is a stand-in: Load binds the real one, which needs the template set.
 func Funcs() template.FuncMap {
 	m := sprig.HermeticTxtFuncMap()
-	for _, name := range unrepeatable {
+	for _, name := range Named(unrepeatable) {
 		delete(m, name)
 	}
 	m["get"] = get

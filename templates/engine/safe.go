@@ -81,13 +81,26 @@ const (
 )
 
 // structuralFuncs are the functions whose output stays structure when they
-// end a printing action, with the internal function that keeps it safe.
-// The JSON variants all serialise compactly here: the data is the same.
-var structuralFuncs = map[string]string{
-	"include": includeStruct, "toYaml": toYAMLStruct,
-	"toJson": toJSONStruct, "toRawJson": toJSONStruct, "toPrettyJson": toJSONStruct,
-	"mustToJson": toJSONStruct, "mustToRawJson": toJSONStruct, "mustToPrettyJson": toJSONStruct,
-}
+// end a printing action, with the internal function that keeps it safe:
+// include, and the policy's serialisers of YAML and JSON that own
+// templates have (the JSON ones all serialise compactly here: the data is
+// the same).
+var structuralFuncs = func() map[string]string {
+	m := map[string]string{"include": includeStruct}
+	funcs := Funcs()
+	for _, name := range Named(Serialiser) {
+		if _, ok := funcs[name]; !ok {
+			continue
+		}
+		switch {
+		case Is(name, WritesYAML):
+			m[name] = toYAMLStruct
+		case Is(name, WritesJSON):
+			m[name] = toJSONStruct
+		}
+	}
+	return m
+}()
 
 // placed is one value recorded during an execution.
 type placed struct {
