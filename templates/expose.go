@@ -7,6 +7,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"stencil.dev/stencil/config"
 )
@@ -52,27 +53,8 @@ func (s *Set) exposed(spec map[string]any) (map[string]any, []string) {
 	if s.specSchema == nil || spec == nil {
 		return spec, nil
 	}
-	cp := copyJSON(spec).(map[string]any)
+	cp := runtime.DeepCopyJSON(spec)
 	dropped := pruning.PruneWithOptions(cp, s.specSchema, false, structuralschema.UnknownFieldPathOptions{
 		TrackUnknownFieldPaths: true, ParentPath: []string{"spec"}})
 	return cp, dropped
-}
-
-// copyJSON copies the maps and lists of v (pruning changes them).
-func copyJSON(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = copyJSON(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = copyJSON(e)
-		}
-		return out
-	}
-	return v
 }

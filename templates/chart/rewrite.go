@@ -111,41 +111,21 @@ func rewriteFile(name, src string) (string, error) {
 // and each iteration of a range counts against the render budget.
 func rewriteTree(tree *parse.Tree) {
 	cores := map[*parse.CommandNode]bool{}
-	var walk func(n parse.Node)
-	branch := func(pipe *parse.PipeNode, list, elseList *parse.ListNode) {
-		pipes(tree, pipe, false, cores)
-		walk(list)
-		walk(elseList)
-	}
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n == nil {
-				return
-			}
-			for _, c := range n.Nodes {
-				walk(c)
-			}
-		case *parse.ActionNode:
+	engine.Walker{
+		Action: func(n *parse.ActionNode) {
 			if len(n.Pipe.Decl) == 0 {
-				printing(n.Pipe, location(tree, n), cores)
+				printing(n.Pipe, engine.Location(tree, n), cores)
 			}
 			pipes(tree, n.Pipe, false, cores)
-		case *parse.IfNode:
-			branch(n.Pipe, n.List, n.ElseList)
-		case *parse.WithNode:
-			branch(n.Pipe, n.List, n.ElseList)
-		case *parse.RangeNode:
-			branch(n.Pipe, n.List, n.ElseList)
+		},
+		Branch: func(p *parse.PipeNode) { pipes(tree, p, false, cores) },
+		Range: func(n *parse.RangeNode) {
 			if n.List == nil {
 				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
 			}
 			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepAction(n.Pos, n.Line, engine.TurnCost(n.List), literal(n.List))))
-		case *parse.TemplateNode:
-			pipes(tree, n.Pipe, false, cores)
-		}
-	}
-	walk(tree.Root)
+		},
+	}.Walk(tree.Root)
 	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepAction(tree.Root.Pos, 1, 1, literal(tree.Root))))
 }
 
@@ -193,7 +173,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 	i := len(cmds)
 	for i > 1 {
 		c := cmds[i-1]
-		name := identOf(c)
+		name := engine.Ident(c)
 		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || (name == "quote" || name == "squote") && len(c.Args) == 1
 		if !piped {
 			break
@@ -202,7 +182,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 		i--
 	}
 	last := cmds[i-1]
-	name := identOf(last)
+	name := engine.Ident(last)
 	switch {
 	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
 		// indent N X: X is the value.
@@ -226,7 +206,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 // copy of its function: it lays out the placeholder valueFunc printed,
 // where the function the chart's code calls would resolve it.
 func layout(c *parse.CommandNode) {
-	c.Args[0] = parse.NewIdentifier(layoutPrefix + identOf(c)).SetPos(c.Pos)
+	c.Args[0] = parse.NewIdentifier(layoutPrefix + engine.Ident(c)).SetPos(c.Pos)
 }
 
 // wrapArg makes arg, the value a layout function is given, end in
@@ -257,9 +237,9 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 				pipes(tree, sub, true, cores)
 			}
 		}
-		name := identOf(c)
+		name := engine.Ident(c)
 		if engine.Is(name, random) {
-			loc := location(tree, c)
+			loc := engine.Location(tree, c)
 			c.Args = slices.Insert(c.Args[1:], 0, parse.Node(parse.NewIdentifier(refusedFunc).SetPos(c.Pos)),
 				parse.Node(str(loc+" "+name, c.Pos)))
 			continue
@@ -319,25 +299,6 @@ func call(fn, loc string, pos parse.Pos) *parse.CommandNode {
 
 func str(s string, pos parse.Pos) *parse.StringNode {
 	return &parse.StringNode{NodeType: parse.NodeString, Pos: pos, Quoted: strconv.Quote(s), Text: s}
-}
-
-func identOf(c *parse.CommandNode) string {
-	if len(c.Args) == 0 {
-		return ""
-	}
-	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
-		return id.Ident
-	}
-	return ""
-}
-
-// location is "file:line" of n.
-func location(tree *parse.Tree, n parse.Node) string {
-	loc, _ := tree.ErrorContext(n)
-	if i := strings.LastIndexByte(loc, ':'); i > 0 {
-		loc = loc[:i]
-	}
-	return loc
 }
 
 // writer writes rewritten templates back as text, keeping lines: line is

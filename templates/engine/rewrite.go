@@ -14,53 +14,91 @@ import (
 	"stencil.dev/stencil/templates/budget"
 )
 
+// Walker visits the nodes of a parsed template that hold pipes, for a
+// rewrite: both template modes rewrite through it, so they meet the same
+// nodes in the same order. Action is called for each action, Branch for
+// the pipe of each if, with, range and template call (before its lists),
+// Range for each range once its lists are walked, and Listed for each
+// node of a list once it is walked (a rewrite may replace it). A nil
+// function is not called.
+type Walker struct {
+	Action func(*parse.ActionNode)
+	Branch func(*parse.PipeNode)
+	Range  func(*parse.RangeNode)
+	Listed func(list *parse.ListNode, i int)
+}
+
+// Walk walks n and what it holds.
+func (w Walker) Walk(n parse.Node) {
+	call := func(f func(*parse.PipeNode), p *parse.PipeNode) {
+		if f != nil {
+			f(p)
+		}
+	}
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for i, c := range n.Nodes {
+			w.Walk(c)
+			if w.Listed != nil {
+				w.Listed(n, i)
+			}
+		}
+	case *parse.ActionNode:
+		if w.Action != nil {
+			w.Action(n)
+		}
+	case *parse.IfNode:
+		call(w.Branch, n.Pipe)
+		w.Walk(n.List)
+		w.Walk(n.ElseList)
+	case *parse.WithNode:
+		call(w.Branch, n.Pipe)
+		w.Walk(n.List)
+		w.Walk(n.ElseList)
+	case *parse.RangeNode:
+		call(w.Branch, n.Pipe)
+		w.Walk(n.List)
+		w.Walk(n.ElseList)
+		if w.Range != nil {
+			w.Range(n)
+		}
+	case *parse.TemplateNode:
+		call(w.Branch, n.Pipe)
+	}
+}
+
 // Rewrite makes every printing action of tree print through valueFunc
 // (or a structural function), and refuses the functions in refusedFuncs.
 func Rewrite(tree *parse.Tree, budget bool) error {
 	var errs []error
-	var walk func(n parse.Node)
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n == nil {
-				return
-			}
-			for i, c := range n.Nodes {
-				walk(c)
-				if t, ok := c.(*parse.TemplateNode); ok && budget {
-					n.Nodes[i] = templateAsInclude(t)
-				}
-			}
-		case *parse.ActionNode:
+	w := Walker{
+		Action: func(n *parse.ActionNode) {
 			errs = append(errs, refuse(tree, n.Pipe)...)
 			if len(n.Pipe.Decl) == 0 {
 				rewritePipe(n.Pipe, location(tree, n), false)
 			}
-		case *parse.IfNode:
-			errs = append(errs, refuse(tree, n.Pipe)...)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.RangeNode:
-			errs = append(errs, refuse(tree, n.Pipe)...)
-			walk(n.List)
-			walk(n.ElseList)
-			// Each iteration costs a step, whatever its body (budget.go).
-			if !budget {
-				return
-			}
+		},
+		Branch: func(p *parse.PipeNode) { errs = append(errs, refuse(tree, p)...) },
+	}
+	if budget {
+		// Each iteration costs a step, whatever its body (budget.go); a
+		// template call runs as an include, which counts its depth.
+		w.Range = func(n *parse.RangeNode) {
 			if n.List == nil {
 				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
 			}
 			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepNode(n.Pos, n.Line, turnCost(n.List))))
-		case *parse.WithNode:
-			errs = append(errs, refuse(tree, n.Pipe)...)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.TemplateNode:
-			errs = append(errs, refuse(tree, n.Pipe)...)
+		}
+		w.Listed = func(l *parse.ListNode, i int) {
+			if t, ok := l.Nodes[i].(*parse.TemplateNode); ok {
+				l.Nodes[i] = templateAsInclude(t)
+			}
 		}
 	}
-	walk(tree.Root)
+	w.Walk(tree.Root)
 	// Each run of a template, the called ones too, costs a step.
 	if tree.Root != nil && budget {
 		tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepNode(tree.Root.Pos, 1, 1)))
@@ -192,6 +230,12 @@ func location(tree *parse.Tree, n parse.Node) string {
 	}
 	return loc
 }
+
+// Ident is the name of the function c calls, "" when c calls none.
+func Ident(c *parse.CommandNode) string { return identOf(c) }
+
+// Location is "file:line" of n, for an error or a placed value.
+func Location(tree *parse.Tree, n parse.Node) string { return location(tree, n) }
 
 func identOf(c *parse.CommandNode) string {
 	if len(c.Args) == 0 {

@@ -330,20 +330,17 @@ func (st *State) Placeholders(v any, t *Taint) any {
 		}
 		return out
 	case []string:
-		out := make([]any, len(v))
+		l := make([]any, len(v))
 		for i, e := range v {
-			out[i] = st.Placeholders(e, t)
+			l[i] = e
 		}
-		return out
+		return st.Placeholders(l, t)
 	case map[string]string:
-		out := make(map[string]any, len(v))
+		m := make(map[string]any, len(v))
 		for k, e := range v {
-			if t.Of(k) {
-				k = st.token(kindYAMLQuoted, k, "")
-			}
-			out[k] = st.Placeholders(e, t)
+			m[k] = e
 		}
-		return out
+		return st.Placeholders(m, t)
 	}
 	return v
 }
