@@ -63,6 +63,8 @@ func exampleSets(t testing.TB) map[string]*Set {
 			bySample["webapp"] = s
 		case "memcacheds":
 			bySample["memcached"] = s
+		case "hellos":
+			bySample["hello"] = s
 		}
 	}
 	return bySample
