@@ -10,6 +10,7 @@
 package hostile
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -93,6 +94,25 @@ func (c Case) APIVersion() string {
 // Benign returns a resource of kind that renders small: the baseline.
 func Benign(name, kind string) Case {
 	return Case{Name: name, Kind: kind, Spec: map[string]any{}}
+}
+
+// PlatformSecret is what the corpus's chart entry sets in overrideValues,
+// at a path its chart never prints.
+const PlatformSecret = "HOSTILE-PLATFORM-SECRET-4e1d"
+
+// SecretCases returns one chart resource per way a tenant's text has
+// reached tpl and read PlatformSecret (issue 51): the secret must be in no
+// object stencil renders. They render (the text lands as text), so they
+// are not in Cases, whose resources must fail.
+func SecretCases() []Case {
+	const read = "{{ .Values.platform.password }}"
+	return []Case{
+		{Name: "secret-tpl", Kind: "ChartAttack", Spec: map[string]any{"podLabels": map[string]any{"a": read}}},
+		{Name: "secret-yaml-escape", Kind: "ChartAttack", Spec: map[string]any{"podLabels": `a: "\x7b\x7b .Values.platform.password }}"`}},
+		{Name: "secret-json-escape", Kind: "ChartAttack", Spec: map[string]any{"podLabels": `{"a": "\u007b\u007b .Values.platform.password }}"}`}},
+		{Name: "secret-binary", Kind: "ChartAttack", Spec: map[string]any{"podLabels": "a: !!binary " + base64.StdEncoding.EncodeToString([]byte(read))}},
+		{Name: "secret-forged-placeholder", Kind: "ChartAttack", Spec: map[string]any{"podLabels": map[string]any{"a": "zzstencilvv00000000z", "b": "zzstencilvq00000001z"}}},
+	}
 }
 
 // Cases returns one resource per attack class.

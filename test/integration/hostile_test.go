@@ -117,6 +117,38 @@ func TestHostileCorpus(t *testing.T) {
 	}
 }
 
+// TestHostileSecrets renders, through the real binary, each resource of
+// the corpus that tries to read the platform's secret (overrideValues)
+// through the chart's tpl: the secret is in nothing stencil prints.
+func TestHostileSecrets(t *testing.T) {
+	bin, err := filepath.Abs(filepath.Join(root, "bin", "stencil"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(root, "test", "hostile", "stencil.yaml")
+	dir := t.TempDir()
+	for _, c := range hostile.SecretCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			file := filepath.Join(dir, c.Name+".json")
+			if err := os.WriteFile(file, c.Resource(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, "render", "--config", config, "-f", file)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			t.Logf("%s: %v, %d bytes out: %s", c.Name, err, stdout.Len(), lastLines(stderr.String()))
+			if strings.Contains(stdout.String()+stderr.String(), hostile.PlatformSecret) {
+				t.Errorf("the platform's secret is in what stencil render printed:\n%s\n%s", stdout.String(), stderr.String())
+			}
+			var exit *exec.ExitError
+			if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+				t.Errorf("stencil render: %v (crashed?)", err)
+			}
+		})
+	}
+}
+
 // treeRSS is the resident memory of pid and its children, in bytes.
 func treeRSS(pid int) int64 {
 	total := rss(pid)
