@@ -283,14 +283,10 @@ func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	spent, err := c.checkShape(ctx, rel, now, out, p.hostile)
-	if err != nil {
-		return nil, err
-	}
 	if len(p.random) == 0 {
 		return out, nil
 	}
-	rel.spent = spent
+	rel.spent = out.State.Steps()
 	again, _, err := c.render(ctx, rel, now.Add(25*time.Hour+time.Minute+time.Second))
 	if err != nil {
 		return nil, err
@@ -340,9 +336,6 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	if err := st.Meter().Charge(rel.spent); err != nil {
 		return nil, nil, fmt.Errorf("%w (with the render's earlier pass)", err)
 	}
-	found := map[string]bool{}
-	tenantStrings(spec, found)
-	p.hostile = slices.SortedFunc(maps.Keys(found), func(a, b string) int { return len(b) - len(a) })
 	e := helmengine.Engine{CustomTemplateFuncs: p.funcs()}
 	files, err := e.RenderWithContext(ctx, ch, top)
 	if err != nil {
