@@ -179,7 +179,7 @@ func (st *State) token(kind byte, v any, loc string) string {
 // lookup returns the value behind a token match (tokenPattern's
 // submatches): only a token of this render's secret is one.
 func (st *State) lookup(m []string) (placed, bool) {
-	if tokenPrefix+m[1] != st.mark {
+	if m[1] != st.mark[len(tokenPrefix):] {
 		return placed{}, false
 	}
 	i, err := strconv.Atoi(m[3])
@@ -335,7 +335,7 @@ func (st *State) substitute(s string) (string, error) {
 	var failed error
 	out := tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
 		m := tokenPattern.FindStringSubmatch(tok)
-		if tokenPrefix+m[1] != st.mark {
+		if m[1] != st.mark[len(tokenPrefix):] {
 			return tok // text shaped like a token of another render
 		}
 		p, ok := st.lookup(m)
