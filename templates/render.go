@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -400,32 +401,52 @@ func (s *Set) child(v any, parent *view.Object) (*unstructured.Unstructured, err
 // (stencil render, kubectl get -o yaml) or would read as another key. A
 // key holding a newline or a C0 control is escaped in both and stays.
 func checkKeys(v any, path string) error {
+	k, at := badKey(v)
+	if at == nil {
+		return nil
+	}
+	slices.Reverse(at)
+	where := cmp.Or(path+strings.Join(at, ""), "the object's top")
+	r := []rune(k)[slices.IndexFunc([]rune(k), isC1)]
+	if r == 0x85 {
+		return fmt.Errorf("the key %q at %s holds U+0085 (NEL), which YAML reads as a line break: a field name cannot hold it", k, where)
+	}
+	return fmt.Errorf("the key %q at %s holds %U, a control character YAML cannot print: a field name cannot hold it", k, where, r)
+}
+
+// badKey returns the first key of v holding a C1 control (the least, in
+// a map that has several) and the path to it, innermost first; a nil
+// path when there is none. It allocates nothing when there is none: it
+// runs on every child of every render.
+func badKey(v any) (string, []string) {
 	switch v := v.(type) {
 	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			for _, r := range k {
-				switch {
-				case r == 0x85:
-					return fmt.Errorf("the key %q at %s holds U+0085 (NEL), which YAML reads as a line break: a field name cannot hold it",
-						k, cmp.Or(path, "the object's top"))
-				case r >= 0x80 && r < 0xa0:
-					return fmt.Errorf("the key %q at %s holds %U, a control character YAML cannot print: a field name cannot hold it",
-						k, cmp.Or(path, "the object's top"), r)
-				}
+		var bad []string
+		for k := range v {
+			if strings.ContainsFunc(k, isC1) {
+				bad = append(bad, k)
 			}
-			if err := checkKeys(v[k], path+"."+k); err != nil {
-				return err
+		}
+		if len(bad) > 0 {
+			return slices.Min(bad), []string{}
+		}
+		for k, e := range v {
+			if key, at := badKey(e); at != nil {
+				return key, append(at, "."+k)
 			}
 		}
 	case []any:
 		for i, e := range v {
-			if err := checkKeys(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+			if key, at := badKey(e); at != nil {
+				return key, append(at, "["+strconv.Itoa(i)+"]")
 			}
 		}
 	}
-	return nil
+	return "", nil
 }
+
+// isC1 reports whether r is a C1 control character (U+0080 to U+009F).
+func isC1(r rune) bool { return r >= 0x80 && r < 0xa0 }
 
 // OwnerReference returns the controller ownerReference every child of parent carries.
 func OwnerReference(parent *view.Object) metav1.OwnerReference {
