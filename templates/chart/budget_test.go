@@ -164,7 +164,7 @@ func FuzzChartBudget(f *testing.F) {
 
 // FuzzChartShape sets string values of the vendored public charts to
 // fuzzed text (any length up to 300, any YAML indicator), and checks,
-// independently of the render's own shape check, that every object has
+// independently of the render, that every object has
 // the field paths of a render with plain x's of the same lengths: a
 // tenant's value lands as one value, or the render is refused.
 func FuzzChartShape(f *testing.F) {

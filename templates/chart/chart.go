@@ -227,7 +227,7 @@ type Release struct {
 	// gives it to tpl; false prints it as the literal text it is.
 	TenantTemplates bool
 	// spent is what the render's earlier passes counted: a second render
-	// (the shape check, a random function's check) goes on from it, so
+	// (a random function's check) goes on from it, so
 	// that one render of a resource has one budget.
 	spent int64
 }

@@ -256,7 +256,7 @@ func TestTransformedTenantValueCannotAddFields(t *testing.T) {
 	} {
 		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: config.RenderBudget{}.WithDefaults()})
 		if err != nil {
-			// Refused: by the shape check, or as text that is not YAML.
+			// Refused: as text that is not YAML, or a value Kubernetes refuses.
 			t.Logf("%q: %v", spec, err)
 			continue
 		}
