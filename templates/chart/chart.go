@@ -55,6 +55,8 @@ type Chart struct {
 	// templates counts the templates of the chart and its subcharts: what
 	// each tpl call clones.
 	templates int
+	// schemas are its values.schema.json files, compiled (schema.go).
+	schemas schemas
 }
 
 // Load loads the chart directory or .tgz at p, checks what Helm checks
@@ -105,6 +107,9 @@ func Load(p string) (*Chart, error) {
 	})
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if c.schemas, err = compileSchemas(ch); err != nil {
+		return nil, fmt.Errorf("chart %s: %w", p, err)
 	}
 	return c, nil
 }
@@ -328,9 +333,16 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	if rel.Upgrade {
 		opts.Revision = 2
 	}
-	top, err := cutil.ToRenderValues(ch, vals, opts, caps)
+	top, err := cutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, caps, true)
 	if err != nil {
 		return nil, nil, err
+	}
+	values, ok := top["Values"].(common.Values)
+	if !ok {
+		return nil, nil, fmt.Errorf("helm's values are %T, not common.Values", top["Values"])
+	}
+	if err := c.schemas.validate(ch, values.AsMap()); err != nil {
+		return nil, nil, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%w", err)
 	}
 	p := &printer{st: &st, clock: clock, templates: int64(c.templates), taint: taint, tenantTemplates: rel.TenantTemplates}
 	if err := st.Meter().Charge(rel.spent); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	cutil "helm.sh/helm/v4/pkg/chart/common/util"
+
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -166,7 +168,7 @@ func TestSchemaReferencesStayInTheChart(t *testing.T) {
 		schema, refused string
 	}{
 		{`{"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {"$ref": "#/definitions/a"}}, "definitions": {"a": {"type": "string"}}}`, ""},
-		{`{"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": {"a": {"type": "string"}}, "properties": {"a": {"$dynamicRef": "#a"}}}`, ""},
+		{`{"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": {"a": {"$dynamicAnchor": "a", "type": "string"}}, "properties": {"a": {"$dynamicRef": "#a"}}}`, ""},
 		{`{"$schema": "http://json-schema.org/schema#"}`, ""},
 		{`{"$schema": "http://attacker.example/schema"}`, "$schema http://attacker.example/schema"},
 		{`{"$schema": "file:///etc/passwd"}`, "$schema file:///etc/passwd"},
@@ -328,5 +330,32 @@ func TestSquoteOfToJsonKeepsOneArgument(t *testing.T) {
 	}
 	if args := data(t, v.(map[string]any))["args"].([]any); len(args) != 2 || args[1] != `{"a":"x', --evil, 'y"}` {
 		t.Errorf("args %q, want --config and one value", args)
+	}
+}
+
+// Values are checked against values.schema.json with the schema compiled
+// once at load, and the render fails with Helm's own message.
+func TestSchemaValidationAsHelm(t *testing.T) {
+	dir := writeChart(t, "replicas: 1\n", map[string]string{"templates/cm.yaml": configMap + "  r: {{ .Values.replicas | quote }}\n",
+		"values.schema.json": `{"type": "object", "properties": {"replicas": {"type": "integer", "minimum": 0}}, "required": ["replicas"]}`})
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: map[string]any{"replicas": "x"}, Budget: config.RenderBudget{}.WithDefaults()})
+	vals, verr := Values(map[string]any{"replicas": "x"}, nil)
+	if verr != nil {
+		t.Fatal(verr)
+	}
+	coalesced, cerr := cutil.CoalesceValues(c.ch, vals)
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	want := cutil.ValidateAgainstSchema(c.ch, coalesced)
+	if err == nil || want == nil || !strings.Contains(err.Error(), want.Error()) {
+		t.Errorf("err = %v, want Helm's %v", err, want)
+	}
+	if _, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: map[string]any{"replicas": int64(2)}, Budget: config.RenderBudget{}.WithDefaults()}); err != nil {
+		t.Errorf("valid values: %v", err)
 	}
 }
