@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -121,14 +120,7 @@ func FuzzChartBudget(f *testing.F) {
 	} {
 		f.Add(seed.s, seed.n, seed.k)
 	}
-	charts := map[string]*Chart{}
-	for _, name := range []string{"nginx", "mychart", "podinfo"} {
-		c, err := Load(filepath.Join("testdata", "charts", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		charts[name] = c
-	}
+	charts := vendoredCharts(f)
 	limits := config.RenderBudget{}.WithDefaults()
 	if os.Getenv("STENCIL_FUZZ_BUDGET") != "default" {
 		limits.Steps, limits.TimeoutSeconds = limits.Steps/10, 1
@@ -171,14 +163,7 @@ func FuzzChartShape(f *testing.F) {
 	for _, s := range []string{"x", "a\nb: c", "n\nevil: yes" + strings.Repeat("z", 60), "x', --evil, 'y", "{{ .Release.Name }}", "- a", "&a *a", "# c", "[a, b]", "\"q\"", strings.Repeat("é", 40) + "\n k: v"} {
 		f.Add(s, s)
 	}
-	charts := map[string]*Chart{}
-	for _, name := range []string{"nginx", "mychart", "podinfo"} {
-		c, err := Load(filepath.Join("testdata", "charts", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		charts[name] = c
-	}
+	charts := vendoredCharts(f)
 	specs := func(a, b string) map[string]map[string]any {
 		return map[string]map[string]any{
 			"nginx": {"tls": map[string]any{"enabled": false}, "nameOverride": a, "commonAnnotations": map[string]any{"a": b},

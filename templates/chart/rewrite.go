@@ -196,21 +196,22 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 		layout(last)
 		return
 	}
-	if engine.Is(name, engine.Serialiser|engine.RendersText) {
-		cores[last] = true
-	}
-	// A parenthesized pipe that is the whole command, {{ (include "x" .)
-	// | nindent 4 }}: what its last command returns is what is printed,
-	// not text given to a function.
-	for c := last; len(c.Args) == 1; {
+	// What the last command returns is printed; through a parenthesized
+	// pipe that is the whole command, {{ (include "x" .) | nindent 4 }},
+	// what that pipe's last command returns: structure, not text given to
+	// a function.
+	for c := last; ; {
+		if engine.Is(engine.Ident(c), engine.Serialiser|engine.RendersText) {
+			cores[c] = true
+		}
+		if len(c.Args) != 1 {
+			break
+		}
 		inner, ok := c.Args[0].(*parse.PipeNode)
 		if !ok || len(inner.Decl) > 0 || len(inner.Cmds) == 0 {
 			break
 		}
 		c = inner.Cmds[len(inner.Cmds)-1]
-		if engine.Is(engine.Ident(c), engine.Serialiser|engine.RendersText) {
-			cores[c] = true
-		}
 	}
 	pipe.Cmds = slices.Insert(cmds, i, call(valueFunc, loc, last.Pos))
 }

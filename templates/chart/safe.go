@@ -183,6 +183,13 @@ func (p *printer) after(name string, r any) any {
 // stencil never gives the engine a client.
 const random = engine.Random | engine.Clock
 
+// The policy's names that funcs binds on every render, listed once.
+var (
+	randomNames    = engine.Named(random)
+	helmOwnNames   = engine.Named(engine.HelmOwn)
+	clockDateNames = engine.Named(engine.ClockUnlessDated)
+)
+
 // RefusedError is a render that called a function whose result differs
 // on every render.
 type RefusedError struct {
@@ -244,11 +251,11 @@ func (p *printer) funcs() template.FuncMap {
 	delete(sp, "expandenv")
 	// What Helm defines over sprig stays Helm's (CustomTemplateFuncs would
 	// win over it): fail's message, getHostByName's "" without DNS.
-	for _, name := range engine.Named(engine.HelmOwn) {
+	for _, name := range helmOwnNames {
 		delete(sp, name)
 	}
 	real := map[string]any{}
-	for _, name := range engine.Named(random) {
+	for _, name := range randomNames {
 		real[name] = sp[name]
 		delete(sp, name)
 	}
@@ -285,7 +292,7 @@ func (p *printer) funcs() template.FuncMap {
 		}
 		return res[0].Interface(), nil
 	}
-	for _, name := range engine.Named(engine.ClockUnlessDated) {
+	for _, name := range clockDateNames {
 		name, fn := name, sp[name]
 		sp[name] = func(args ...any) (any, error) {
 			if !clockFree(name, args) {
@@ -296,7 +303,7 @@ func (p *printer) funcs() template.FuncMap {
 		}
 	}
 	m := engine.Budgeted(sp, p.st)
-	for _, name := range engine.Named(random) {
+	for _, name := range randomNames {
 		m[name] = func(args ...any) (any, error) { return call("", name, args) }
 	}
 	layouts := map[string]any{}

@@ -53,14 +53,7 @@ func FuzzChartSecret(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	charts := map[string]*Chart{}
-	for _, name := range []string{"nginx", "mychart", "podinfo"} {
-		c, err := Load(filepath.Join("testdata", "charts", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		charts[name] = c
-	}
+	charts := vendoredCharts(f)
 	limits := config.RenderBudget{}.WithDefaults()
 	f.Fuzz(func(t *testing.T, s string) {
 		if len(s) > 300 || !utf8.ValidString(s) || s == "" {
@@ -98,6 +91,21 @@ func FuzzChartSecret(f *testing.F) {
 			}
 		}
 	})
+}
+
+// vendoredCharts loads the public charts of testdata (bitnami nginx with
+// common, helm create's chart, podinfo), by name, for the fuzz targets.
+func vendoredCharts(f *testing.F) map[string]*Chart {
+	f.Helper()
+	charts := map[string]*Chart{}
+	for _, name := range []string{"nginx", "mychart", "podinfo"} {
+		c, err := Load(filepath.Join("testdata", "charts", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		charts[name] = c
+	}
+	return charts
 }
 
 // noSecret fails when the platform's secret is in any object, hook or

@@ -78,7 +78,7 @@ func Rewrite(tree *parse.Tree, budget bool) error {
 		Action: func(n *parse.ActionNode) {
 			errs = append(errs, refuse(tree, n.Pipe)...)
 			if len(n.Pipe.Decl) == 0 {
-				rewritePipe(n.Pipe, location(tree, n), false)
+				rewritePipe(n.Pipe, Location(tree, n), false)
 			}
 		},
 		Branch: func(p *parse.PipeNode) { errs = append(errs, refuse(tree, p)...) },
@@ -136,7 +136,7 @@ func cost(list *parse.ListNode) int64 {
 			return
 		}
 		for _, c := range p.Cmds {
-			if builtins[identOf(c)] {
+			if builtins[Ident(c)] {
 				// The wrapped functions count their own calls.
 				n++
 			}
@@ -213,7 +213,7 @@ func refuse(tree *parse.Tree, pipe *parse.PipeNode) []error {
 			}
 		case *parse.IdentifierNode:
 			if why, ok := refusedFuncs[n.Ident]; ok {
-				errs = append(errs, fmt.Errorf("%s: %s", location(tree, n), why))
+				errs = append(errs, fmt.Errorf("%s: %s", Location(tree, n), why))
 			}
 		}
 	}
@@ -221,8 +221,8 @@ func refuse(tree *parse.Tree, pipe *parse.PipeNode) []error {
 	return errs
 }
 
-// location is "file:line" of n.
-func location(tree *parse.Tree, n parse.Node) string {
+// Location is "file:line" of n, for an error or a placed value.
+func Location(tree *parse.Tree, n parse.Node) string {
 	loc, _ := tree.ErrorContext(n)
 	// ErrorContext gives file:line:col.
 	if i := strings.LastIndexByte(loc, ':'); i > 0 {
@@ -232,12 +232,7 @@ func location(tree *parse.Tree, n parse.Node) string {
 }
 
 // Ident is the name of the function c calls, "" when c calls none.
-func Ident(c *parse.CommandNode) string { return identOf(c) }
-
-// Location is "file:line" of n, for an error or a placed value.
-func Location(tree *parse.Tree, n parse.Node) string { return location(tree, n) }
-
-func identOf(c *parse.CommandNode) string {
+func Ident(c *parse.CommandNode) string {
 	if len(c.Args) == 0 {
 		return ""
 	}
@@ -268,7 +263,7 @@ func rewritePipe(pipe *parse.PipeNode, loc string, scalar bool) {
 	// The trailing piped layout commands: indent N, nindent N, quote, squote.
 	for i > 1 {
 		c := cmds[i-1]
-		name := identOf(c)
+		name := Ident(c)
 		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || isQuoting(name) && len(c.Args) == 1
 		if !piped {
 			break
@@ -277,7 +272,7 @@ func rewritePipe(pipe *parse.PipeNode, loc string, scalar bool) {
 		i--
 	}
 	last := cmds[i-1]
-	name := identOf(last)
+	name := Ident(last)
 	switch {
 	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
 		// indent N X: X is the value.

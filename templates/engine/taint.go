@@ -101,9 +101,7 @@ func (t *Taint) Value(v any) any {
 // Arg is a function's string argument as the function must see it: its
 // placeholders resolved to their text, tainted (every placeholder of a
 // render with an arena stands for tenant text).
-func (t *Taint) Arg(s string) string { return t.arg(s) }
-
-func (t *Taint) arg(s string) string {
+func (t *Taint) Arg(s string) string {
 	if t.st == nil || !strings.Contains(s, t.st.mark) {
 		return s
 	}
@@ -113,8 +111,8 @@ func (t *Taint) arg(s string) string {
 // Wrap returns funcs, each wrapped once, the same way, whatever it does:
 // it computes on the real text (placeholders in its string parameters
 // resolved; a value of any type is passed as it is, so that one it
-// selects or prints keeps its placeholders), and a string it returns is tainted when an argument held
-// tenant text. A structure it builds from a tainted string argument (a
+// selects or prints keeps its placeholders), and a string it returns is
+// tainted when an argument held tenant text. A structure it builds from a tainted string argument (a
 // parser's map, a split's list) has its strings tainted; one it returns
 // from structures it was given keeps their strings as they are (tainted
 // where they were). The rewrite's own functions (named "__...") are
@@ -156,17 +154,17 @@ func (t *Taint) wrap(fn any) any {
 	switch f := fn.(type) {
 	case func(string) string:
 		return func(s string) string {
-			s = t.arg(s)
+			s = t.Arg(s)
 			return t.str(f(s), func() bool { return t.Of(s) })
 		}
 	case func(int, string) string:
 		return func(n int, s string) string {
-			s = t.arg(s)
+			s = t.Arg(s)
 			return t.str(f(n, s), func() bool { return t.Of(s) })
 		}
 	case func(string, string) string:
 		return func(a, b string) string {
-			a, b = t.arg(a), t.arg(b)
+			a, b = t.Arg(a), t.Arg(b)
 			return t.str(f(a, b), func() bool { return t.Of(a) || t.Of(b) })
 		}
 	case func(any) string:
@@ -179,7 +177,7 @@ func (t *Taint) wrap(fn any) any {
 		}
 	case func(string, ...any) string:
 		return func(format string, args ...any) string {
-			format = t.arg(format)
+			format = t.Arg(format)
 			return t.str(f(format, args...), func() bool { return t.Of(format) || t.holdsAny(args) })
 		}
 	case func(any, ...any) any:
@@ -221,7 +219,7 @@ func (t *Taint) wrapReflect(fn any) any {
 					e := v.Index(j)
 					switch {
 					case e.Kind() == reflect.String:
-						s := t.arg(e.String())
+						s := t.Arg(e.String())
 						e.Set(reflect.ValueOf(s).Convert(e.Type()))
 						strArg = strArg || t.Of(s)
 					case e.Kind() == reflect.Interface && !e.IsNil():
@@ -232,7 +230,7 @@ func (t *Taint) wrapReflect(fn any) any {
 			}
 			switch {
 			case v.Kind() == reflect.String:
-				s := t.arg(v.String())
+				s := t.Arg(v.String())
 				in[i] = reflect.ValueOf(s).Convert(v.Type())
 				strArg = strArg || t.Of(s)
 			case v.Kind() == reflect.Interface && !v.IsNil(), v.Kind() == reflect.Map, v.Kind() == reflect.Slice:

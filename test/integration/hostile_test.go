@@ -49,13 +49,7 @@ func TestHostileCorpus(t *testing.T) {
 	cases := append([]hostile.Case{hostile.Benign("benign", "Attack"), hostile.Benign("benign-chart", "ChartAttack")}, hostile.Cases()...)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			file := filepath.Join(dir, c.Name+".json")
-			if err := os.WriteFile(file, c.Resource(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(bin, "render", "--config", config, "-f", file)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd, stdout, stderr := renderCommand(t, bin, config, dir, c)
 			start := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -117,6 +111,20 @@ func TestHostileCorpus(t *testing.T) {
 	}
 }
 
+// renderCommand writes case c to dir and returns `stencil render` of it
+// with config, its output captured.
+func renderCommand(t *testing.T, bin, config, dir string, c hostile.Case) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	file := filepath.Join(dir, c.Name+".json")
+	if err := os.WriteFile(file, c.Resource(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "render", "--config", config, "-f", file)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	return cmd, &stdout, &stderr
+}
+
 // TestHostileSecrets renders, through the real binary, each resource of
 // the corpus that tries to read the platform's secret (overrideValues)
 // through the chart's tpl: the secret is in nothing stencil prints.
@@ -129,13 +137,7 @@ func TestHostileSecrets(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range hostile.SecretCases() {
 		t.Run(c.Name, func(t *testing.T) {
-			file := filepath.Join(dir, c.Name+".json")
-			if err := os.WriteFile(file, c.Resource(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(bin, "render", "--config", config, "-f", file)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd, stdout, stderr := renderCommand(t, bin, config, dir, c)
 			err := cmd.Run()
 			t.Logf("%s: %v, %d bytes out: %s", c.Name, err, stdout.Len(), lastLines(stderr.String()))
 			if strings.Contains(stdout.String()+stderr.String(), hostile.PlatformSecret) {
