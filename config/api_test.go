@@ -130,7 +130,6 @@ func TestAPIErrorsNameTheirPath(t *testing.T) {
 		{"expose without fromChart", "    kind: Gadget\n    schema: {spec: {a: string}, expose: [a]}\n", "schema.expose: is for fromChart: true"},
 		{"unknown type", "    kind: Gadget\n    schema: {spec: {a: strin}}\n", "schema.spec.a"},
 		{"default over maximum", "    kind: Gadget\n    schema: {spec: {num: integer | default=9 maximum=5}}\n", "schema.spec.num: default is outside minimum/maximum"},
-		{"bad CEL", "    kind: Gadget\n    schema:\n      spec: {a: string}\n      validation: [{rule: \"self.b == 1\"}]\n", "schema.validation[0]"},
 		{"status collides", "    kind: Gadget\n    schema: {spec: {a: string}, status: {phase: string}}\n", "schema.status.phase"},
 		{"unknown schema field", "    kind: Gadget\n    schema: {spec: {a: string}, specs: {}}\n", `schema.specs: unknown field "specs"`},
 	} {

@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
@@ -52,28 +53,38 @@ func MetricsAuthRule() []rbacv1.PolicyRule {
 	}
 }
 
-// applyCRDs brings the CRDs of cfg to the cluster (see above). mayWrite
-// says whether this replica writes them (the leader, or the ring member
-// that holds cluster-scoped writes); the others only check them.
-func applyCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config, mayWrite bool) error {
+// DryRunCRDs sends every CRD cfg generates to the API server as a dry-run
+// apply: the checks that need the API server (CEL rules compile within
+// their cost, package config/crd says which), with nothing written. It
+// returns the CRDs, hash-stamped, and every refusal, joined.
+func DryRunCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config) ([]*unstructured.Unstructured, error) {
 	objs, err := cfg.CRDObjects()
 	if err != nil || len(objs) == 0 {
-		return err
+		return nil, err
 	}
 	crds := client.Resource(registry.CRDResource)
 	var errs []error
 	for _, u := range objs {
 		if _, err := drift.StampHash(u); err != nil {
-			return err
+			return nil, err
 		}
 		_, err := crds.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("CRD %s: %w", u.GetName(), err))
 		}
 	}
-	if len(errs) > 0 || !mayWrite {
-		return errors.Join(errs...)
+	return objs, errors.Join(errs...)
+}
+
+// applyCRDs brings the CRDs of cfg to the cluster (see above). mayWrite
+// says whether this replica writes them (the leader, or the ring member
+// that holds cluster-scoped writes); the others only check them.
+func applyCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config, mayWrite bool) error {
+	objs, err := DryRunCRDs(ctx, client, cfg)
+	if err != nil || len(objs) == 0 || !mayWrite {
+		return err
 	}
+	crds := client.Resource(registry.CRDResource)
 	logger := klog.FromContext(ctx)
 	for _, u := range objs {
 		live, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{})

@@ -1,22 +1,26 @@
 package main
 
 // The offline subcommands: with --config they read files only, never a
-// kubeconfig (--watches asks the API server's discovery for the plurals).
+// kubeconfig (--watches asks the API server's discovery for the plurals,
+// and validate --server sends the generated CRDs as a dry run).
 
 import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -28,14 +32,21 @@ import (
 )
 
 func validateCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "--config FILE | --watches FILE")
+	fs := newFlagSet("validate", "--config FILE | --watches FILE [--server [--kubeconfig F]]")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file` for --server and --watches; empty uses $KUBECONFIG or the in-cluster config")
 	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
+	server := fs.Bool("server", false, "also send the generated CRDs to the API server as a dry run: the checks only it makes (CEL rules compile within their cost)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
 	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
+	}
+	if *server {
+		if status := validateOnServer(cfg, *kubeconfig, stdout, stderr); status != exitOK {
+			return status
+		}
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning: "+w)
@@ -56,6 +67,30 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: %s, %s, %s%s OK\n", cfg.Path,
 		plural(len(cfg.Resources), "resource"), plural(nTemplates, "template"), plural(nStatus, "status template"), charts)
+	return exitOK
+}
+
+// validateOnServer dry-runs cfg's generated CRDs against the API server
+// of kubeconfig.
+func validateOnServer(cfg *config.Config, kubeconfig string, stdout, stderr io.Writer) int {
+	restConfig, err := clientConfig(kubeconfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil validate: loading kubeconfig: %v\n", err)
+		return exitUsage
+	}
+	client, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil validate: %v\n", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	objs, err := controller.DryRunCRDs(ctx, client, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: the API server refuses a generated CRD:\n%v\n", cfg.Path, err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%s: the API server accepts %s (dry run)\n", cfg.Path, plural(len(objs), "generated CRD"))
 	return exitOK
 }
 

@@ -1,14 +1,11 @@
 package crd
 
 import (
-	"context"
 	"regexp"
 	"strconv"
 	"strings"
 
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -55,7 +52,7 @@ func Build(d Definition, p *field.Path) (*apiextensionsv1.CustomResourceDefiniti
 			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
 		},
 	}
-	if errs := validate(crd, p); len(errs) > 0 {
+	if errs := check(crd, p); len(errs) > 0 {
 		return nil, errs
 	}
 	return crd, nil
@@ -153,30 +150,6 @@ func printerColumns(declared []Column) []apiextensionsv1.CustomResourceColumnDef
 		})
 	}
 	return append(cols, apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"})
-}
-
-// validate runs the API server's validation of a CRD create on crd and
-// maps its errors to the config's paths under p.
-func validate(crd *apiextensionsv1.CustomResourceDefinition, p *field.Path) field.ErrorList {
-	v1 := crd.DeepCopy()
-	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
-	var internal apiextensions.CustomResourceDefinition
-	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, &internal, nil); err != nil {
-		return field.ErrorList{field.InternalError(p, err)}
-	}
-	// The validation takes a context for its CEL cost budget only; Build
-	// has no request to take one from.
-	var errs field.ErrorList
-	for _, e := range validation.ValidateCustomResourceDefinition(context.Background(), &internal) {
-		mapped := *e
-		mapped.Field = configPath(e.Field, p)
-		if r, ok := e.BadValue.(apiextensions.ValidationRule); ok {
-			mapped.BadValue = r.Rule
-		}
-		mapped.Detail = strings.TrimSpace(mapped.Detail + " (CRD field " + e.Field + ")")
-		errs = append(errs, &mapped)
-	}
-	return errs
 }
 
 var (

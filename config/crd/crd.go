@@ -6,10 +6,13 @@
 // fields, typed; CEL rules; printer columns.
 //
 // The choice a newcomer may question: the CRD is built as apiextensions'
-// own Go types and checked with the API server's own validation
-// (apiextensions-apiserver), not written as YAML text. A schema the API
-// server would refuse is refused when the config loads, with the file,
-// entry and field path, instead of at the first apply of the CRD.
+// own Go types and checked offline with the API server's own structural
+// schema package and kube-openapi's validator, not with the API server's
+// CRD validation, which would link k8s.io/apiserver, cel-go and gRPC into
+// every binary that loads a config. A schema the API server would refuse
+// is refused when the config loads, naming the file, entry and field,
+// except a CEL rule that does not compile: the API server compiles those
+// (check.go says where).
 package crd
 
 import (

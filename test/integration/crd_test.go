@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -408,3 +409,45 @@ func TestManifestsPassTheServer(t *testing.T) {
 		t.Logf("%s: %d objects accepted", c.config, strings.Count(msg, "(server dry run)"))
 	}
 }
+
+// TestValidateServer: the checks config/crd leaves to the API server. A
+// CEL rule that does not parse, and one that names a field the schema
+// lacks, pass stencil validate offline (it links none of the API server's
+// CEL packages) and are refused by validate --server, naming the CRD and
+// the rule; the team's valid config passes it.
+func TestValidateServer(t *testing.T) {
+	bin := filepath.Join(root, "bin", "stencil")
+	kubeconfig := os.Getenv("KUBECONFIG")
+	validate := func(path string, args ...string) (int, string) {
+		cmd := exec.Command(bin, append([]string{"validate", "--config", path}, args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		if exit, ok := err.(*exec.ExitError); ok {
+			return exit.ExitCode(), out.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String()
+	}
+	good := writeConfig(t, t.TempDir(), gadgetConfig("v1", ""))
+	if status, out := validate(good, "--server", "--kubeconfig", kubeconfig); status != 0 || !strings.Contains(out, "accepts 1 generated CRD") {
+		t.Errorf("validate --server of a valid config: exit %d: %s", status, out)
+	}
+	for _, c := range []struct{ name, rule, want string }{
+		{"does not parse", "self.replicas >", "Syntax error"},
+		{"names an unknown field", "self.nosuch > 1", "nosuch"},
+	} {
+		path := writeConfig(t, t.TempDir(), strings.Replace(gadgetConfig("v1", ""),
+			`"self.replicas <= 3 || self.image.startsWith('registry.internal/')"`, strconv.Quote(c.rule), 1))
+		if status, out := validate(path); status != 0 {
+			t.Errorf("%s: offline validate: exit %d: %s", c.name, status, out)
+		}
+		status, out := validate(path, "--server", "--kubeconfig", kubeconfig)
+		if status == 0 || !strings.Contains(out, "gadgets.gen.stencil.dev") || !strings.Contains(out, c.want) {
+			t.Errorf("%s: validate --server: exit %d, want a refusal naming the CRD and %q: %s", c.name, status, c.want, out)
+		} else {
+			t.Logf("%s: %s", c.name, strings.TrimSpace(out))
+		}
+	}}
