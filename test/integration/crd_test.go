@@ -450,4 +450,5 @@ func TestValidateServer(t *testing.T) {
 		} else {
 			t.Logf("%s: %s", c.name, strings.TrimSpace(out))
 		}
-	}}
+	}
+}
