@@ -199,21 +199,3 @@ func validateChildren(r Resource, p *field.Path) field.ErrorList {
 	}
 	return errs
 }
-
-// Warnings lists what "stencil validate" should point out although the
-// config is valid: entries allowed to render permission-granting kinds.
-func (c *Config) Warnings() []string {
-	var out []string
-	for i, r := range c.Resources {
-		for j, k := range r.Children {
-			if grantsPermissions[k.GVK().GroupKind()] {
-				out = append(out, fmt.Sprintf("%s: %s: children[%d]: %s grants permissions: whoever may create a %s can grant, through stencil, what stencil's own Role allows (allowPermissionGrants: true)",
-					c.Path, EntryName(i, r), j, k.GVK().GroupKind(), r.Resource))
-			}
-		}
-		for _, note := range r.SchemaNotes {
-			out = append(out, fmt.Sprintf("%s: %s: schema: %s", c.Path, EntryName(i, r), note))
-		}
-	}
-	return out
-}

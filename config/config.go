@@ -21,7 +21,6 @@ import (
 	"reflect"
 	"slices"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,6 +35,30 @@ type Config struct {
 	Dir string `json:"-"`
 	// Resources lists the watched resources in file order.
 	Resources []Resource `json:"resources"`
+	// label names resources[i] in messages (EntryLabel); nil names it
+	// as EntryName does.
+	label func(i int) string
+}
+
+// EntryLabel names resources[i] in messages: "resources[0]
+// (webapps.v1.example.com)", or, for a watches file, "watches[0]
+// (example.com/v1, Kind=Hello)".
+func (c *Config) EntryLabel(i int) string {
+	if c.label != nil {
+		return c.label(i)
+	}
+	return EntryName(i, c.Resources[i])
+}
+
+// Errors turns field errors found in c after it loaded (package entry
+// compiles it) into one error, a *FieldError per line naming the file,
+// the entry and the field; nil when errs is empty.
+func (c *Config) Errors(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	sortByEntry(errs)
+	return toErrors(c.Path, c.EntryLabel, errs)
 }
 
 // Resource is one entry of the config: a GVR to watch and its templates.
@@ -90,14 +113,6 @@ type Resource struct {
 	// Schema, when set, declares the entry's API: stencil generates its
 	// CRD (api.go).
 	Schema *Schema `json:"schema,omitempty"`
-	// ChildrenFromChart says Children were read from the chart's
-	// templates, not from the config.
-	ChildrenFromChart bool `json:"-"`
-	// CRD is the CRD generated from Schema, once the config loaded.
-	CRD *apiextensionsv1.CustomResourceDefinition `json:"-"`
-	// SchemaNotes name what of a chart's values.schema.json a CRD cannot
-	// express, left out of CRD.
-	SchemaNotes []string `json:"-"`
 }
 
 // Values are an entry's overrideValues: --set paths to scalars, kept as
@@ -170,18 +185,17 @@ func Load(path string) (*Config, error) {
 }
 
 // ParseConfig is Load for a config already in memory; template paths are
-// still checked on disk, relative to filepath.Dir(path).
+// still checked on disk, relative to filepath.Dir(path): that each is a
+// file (a chart a directory or archive), not what it holds (package entry
+// reads that).
 func ParseConfig(path string, data []byte) (*Config, error) {
 	cfg, errs, set, err := decodeConfig(path, data)
 	if err != nil {
 		return nil, err
 	}
 	errs = append(errs, validate(cfg, pathsOf(errs), set)...)
-	errs = append(errs, complete(cfg, pathsOf(errs))...)
-	errs = append(errs, completeAPI(cfg, pathsOf(errs))...)
 	if len(errs) > 0 {
-		sortByEntry(errs)
-		return nil, toErrors(path, func(i int) string { return EntryName(i, cfg.Resources[i]) }, errs)
+		return nil, cfg.Errors(errs)
 	}
 	return cfg, nil
 }

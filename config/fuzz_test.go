@@ -46,7 +46,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		seen := map[schema.GroupVersionResource]bool{}
 		for _, r := range cfg.Resources {
-			if r.Version == "" || r.Resource == "" || len(r.Templates) == 0 && (r.Chart == "" || len(r.Children) == 0) {
+			if r.Version == "" || r.Resource == "" || len(r.Templates) == 0 && r.Chart == "" {
 				t.Fatalf("accepted incomplete entry %+v", r)
 			}
 			if seen[r.GVR()] {

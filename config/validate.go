@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -261,35 +262,6 @@ func validateNamespaces(namespaces []string, p *field.Path, skip pathSet) field.
 	return errs
 }
 
-// complete fills in what the entries leave to be read elsewhere: their
-// overrideValues with $VAR expanded from the environment, as helm-operator
-// does, and, for a chart entry without a children list, the kinds its
-// chart renders. It leaves alone an entry whose chart or children have
-// errors.
-func complete(c *Config, skip pathSet) field.ErrorList {
-	var errs field.ErrorList
-	for i := range c.Resources {
-		r, p := &c.Resources[i], field.NewPath("resources").Index(i)
-		for k, v := range r.OverrideValues {
-			r.OverrideValues[k] = os.ExpandEnv(v)
-		}
-		chart := p.Child("chart")
-		if r.Chart == "" || len(r.Children) > 0 || skip.at(p) || skip.under(chart) || skip.under(p.Child("children")) {
-			continue
-		}
-		kinds, err := ChartKinds(c.TemplatePath(r.Chart), r.AllowPermissionGrants)
-		switch {
-		case err != nil:
-			errs = append(errs, field.Invalid(chart, r.Chart, fmt.Sprintf("%s: %v", r.Chart, err)))
-		case len(kinds) == 0:
-			errs = append(errs, field.Invalid(chart, r.Chart, r.Chart+": its templates name no namespaced kind to render"))
-		default:
-			r.Children, r.ChildrenFromChart = kinds, true
-		}
-	}
-	return errs
-}
-
 // validateRollout checks that each limit is at least 1, or a percentage
 // from 1% to 100%.
 func validateRollout(r *Rollout, p *field.Path, skip pathSet) field.ErrorList {
@@ -378,4 +350,20 @@ func validateReadyCheck(c ReadyCheck, p *field.Path, skip pathSet) field.ErrorLi
 		errs = append(errs, field.Invalid(fp, c.FieldPath, "is not read by a condition check"))
 	}
 	return errs
+}
+
+// checkChart says whether path is a chart directory or archive.
+func checkChart(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return &missingFileError{resolved: path, err: err}
+	case st.IsDir():
+		if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err != nil {
+			return fmt.Errorf("%s is a directory without Chart.yaml", path)
+		}
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is neither a chart directory nor a .tgz", path)
+	}
+	return nil
 }

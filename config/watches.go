@@ -55,8 +55,8 @@ func LoadWatches(path string, resolve PluralResolver) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{Path: path, Dir: filepath.Dir(path), Resources: make([]Resource, len(watches))}
 	label := func(i int) string { return fmt.Sprintf("watches[%d] (%s)", i, watches[i].GVK()) }
+	cfg := &Config{Path: path, Dir: filepath.Dir(path), Resources: make([]Resource, len(watches)), label: label}
 	var errs field.ErrorList
 	for i, w := range watches {
 		r, err := w.resource(path, field.NewPath("resources").Index(i), resolve)
@@ -68,11 +68,8 @@ func LoadWatches(path string, resolve PluralResolver) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, toErrors(path, label, errs)
 	}
-	errs = validate(cfg, nil, nil)
-	errs = append(errs, complete(cfg, pathsOf(errs))...)
-	if len(errs) > 0 {
-		sortByEntry(errs)
-		return nil, toErrors(path, label, errs)
+	if err := cfg.Errors(validate(cfg, nil, nil)); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/install"
 )
 
 // reviewer is a Kube that answers access reviews only: it refuses the
@@ -105,8 +106,8 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 		t.Errorf("Reconfigure error = %#v, want a *registry.AccessDeniedError for configmaps create, patch, delete", denied)
 	}
 	// Every verb "stencil rbac" grants a child kind was asked, cluster-wide.
-	if got := kube.askedFor("configmaps", ""); strings.Join(got, ",") != strings.Join(childVerbs, ",") {
-		t.Errorf("verbs reviewed for configmaps = %v, want %v", got, childVerbs)
+	if got := kube.askedFor("configmaps", ""); strings.Join(got, ",") != strings.Join(install.ChildVerbs, ",") {
+		t.Errorf("verbs reviewed for configmaps = %v, want %v", got, install.ChildVerbs)
 	}
 
 	// Through the reload loop as run wires it: the metric says 0.

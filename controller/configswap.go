@@ -20,7 +20,7 @@ import (
 func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) error {
 	if c.opts.ManageCRDs {
 		// First: a reload whose CRD the API server refuses is refused whole.
-		if err := applyCRDs(ctx, c.opts.Dynamic, cfg, c.mayWrite("") == nil); err != nil {
+		if err := applyCRDs(ctx, c.opts.Dynamic, templates.Entries(sets), c.mayWrite("") == nil); err != nil {
 			return fmt.Errorf("%s: %w", cfg.Path, err)
 		}
 	}
@@ -29,6 +29,8 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets [
 		return err
 	}
 	c.config.Store(cfg)
+	entries := templates.Entries(sets)
+	c.entries.Store(&entries)
 	c.rec.ForgetUnconfigured()
 	// Those of new entries too, whose informers' first events reached the
 	// workers before the entry was published.

@@ -37,6 +37,7 @@ import (
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/controller/ring"
+	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
@@ -181,6 +182,8 @@ type Controller struct {
 	reg *registry.Registry
 	// config is the config running now (New's, then each reload's).
 	config atomic.Pointer[config.Config]
+	// entries are config's entries compiled (package entry), from its sets.
+	entries atomic.Pointer[[]*entry.Entry]
 
 	queue       workqueue.TypedRateLimitingInterface[reconcile.Key]
 	recorder    record.EventRecorder
@@ -272,6 +275,8 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	}
 	c.reg = reg
 	c.config.Store(opts.Config)
+	entries := templates.Entries(opts.Sets)
+	c.entries.Store(&entries)
 	c.rec = reconcile.New(reconcile.Options{
 		Registry: reg, Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
 		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
@@ -481,7 +486,7 @@ func (c *Controller) runWorkers(ctx context.Context, leaseLost func() bool) erro
 	runCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
 	if c.opts.ManageCRDs {
-		if err := applyCRDs(ctx, c.opts.Dynamic, c.config.Load(), c.mayWrite("") == nil); err != nil {
+		if err := applyCRDs(ctx, c.opts.Dynamic, *c.entries.Load(), c.mayWrite("") == nil); err != nil {
 			return fmt.Errorf("managing CRDs: %w", err)
 		}
 	}

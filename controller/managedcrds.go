@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/entry"
 )
 
 // Managed CRDs (run --manage-crds): the CRDs generated from the entries
@@ -27,38 +26,12 @@ import (
 // never deleted: removing an entry would otherwise delete every tenant's
 // resources with it.
 
-// CRDRule is the rule --manage-crds needs: reading and applying exactly
-// the CRDs cfg generates (an apply that creates is authorised as a create
-// of that name). Nil when cfg generates none.
-func CRDRule(cfg *config.Config) *rbacv1.PolicyRule {
-	var names []string
-	for _, r := range cfg.Resources {
-		if r.CRD != nil {
-			names = append(names, r.CRD.Name)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	return &rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
-		ResourceNames: names, Verbs: []string{"get", "create", "patch"}}
-}
-
-// MetricsAuthRule is the rule run --metrics-secure needs: the token and
-// access reviews that authenticate and authorise a /metrics caller.
-func MetricsAuthRule() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-	}
-}
-
-// DryRunCRDs sends every CRD cfg generates to the API server as a dry-run
+// DryRunCRDs sends every CRD the entries generate to the API server as a dry-run
 // apply: the checks that need the API server (CEL rules compile within
 // their cost, package config/crd says which), with nothing written. It
 // returns the CRDs, hash-stamped, and every refusal, joined.
-func DryRunCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config) ([]*unstructured.Unstructured, error) {
-	objs, err := cfg.CRDObjects()
+func DryRunCRDs(ctx context.Context, client dynamic.Interface, entries []*entry.Entry) ([]*unstructured.Unstructured, error) {
+	objs, err := entry.CRDObjects(entries)
 	if err != nil || len(objs) == 0 {
 		return nil, err
 	}
@@ -76,11 +49,11 @@ func DryRunCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Confi
 	return objs, errors.Join(errs...)
 }
 
-// applyCRDs brings the CRDs of cfg to the cluster (see above). mayWrite
+// applyCRDs brings the CRDs of the entries to the cluster (see above). mayWrite
 // says whether this replica writes them (the leader, or the ring member
 // that holds cluster-scoped writes); the others only check them.
-func applyCRDs(ctx context.Context, client dynamic.Interface, cfg *config.Config, mayWrite bool) error {
-	objs, err := DryRunCRDs(ctx, client, cfg)
+func applyCRDs(ctx context.Context, client dynamic.Interface, entries []*entry.Entry, mayWrite bool) error {
+	objs, err := DryRunCRDs(ctx, client, entries)
 	if err != nil || len(objs) == 0 || !mayWrite {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/contract"
+	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/view"
@@ -26,16 +27,16 @@ import (
 // the render naming it.
 
 // loadChart loads the chart of a chart entry into s.
-func (s *Set) loadChart(cfg *config.Config, entry string, res config.Resource) error {
-	c, err := chart.Load(cfg.TemplatePath(res.Chart))
+func (s *Set) loadChart(cfg *config.Config, e *entry.Entry) error {
+	c, err := chart.New(e.LoadedChart, cfg.TemplatePath(e.Chart))
 	if err != nil {
-		return &config.FieldError{File: cfg.Path, Entry: entry, Field: "chart", Err: err}
+		return &config.FieldError{File: cfg.Path, Entry: e.Label, Field: "chart", Err: err}
 	}
 	s.chart = c
-	if s.specSchema, err = specSchema(res); err != nil {
-		return &config.FieldError{File: cfg.Path, Entry: entry, Field: "schema", Err: err}
+	if s.specSchema, err = specSchema(e); err != nil {
+		return &config.FieldError{File: cfg.Path, Entry: e.Label, Field: "schema", Err: err}
 	}
-	if res.Rollout != nil {
+	if e.Rollout != nil {
 		h := sha256.New()
 		h.Write([]byte(c.Digest()))
 		s.revision = hex.EncodeToString(h.Sum(nil)[:5])

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/entry"
 )
 
 // A chart entry's API is enforced where the chart is rendered, not only
@@ -21,9 +21,10 @@ import (
 // the stored object, the chart never gets, whatever the CRD in the
 // cluster says. What was dropped is reported (Result.Dropped).
 
-// specSchema returns the structural schema of the spec of res's
-// generated CRD, nil when the entry generates none.
-func specSchema(res config.Resource) (*structuralschema.Structural, error) {
+// specSchema returns the structural schema of the spec of e's generated
+// CRD, nil when the entry generates none.
+func specSchema(e *entry.Entry) (*structuralschema.Structural, error) {
+	res := e
 	if res.CRD == nil || len(res.CRD.Spec.Versions) == 0 {
 		return nil, nil
 	}

@@ -38,6 +38,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -64,6 +65,8 @@ type Options struct {
 // concurrent use.
 type Set struct {
 	res config.Resource
+	// entry is the compiled entry res is the Resource of.
+	entry *entry.Entry
 	// specSchema is the spec's schema of a chart entry's generated CRD,
 	// which the spec is pruned with before a render (expose.go).
 	specSchema *structuralschema.Structural
@@ -137,26 +140,49 @@ func (s *Set) release(e *executor) {
 	s.executors.Put(e)
 }
 
-// Resource returns the config entry the set was loaded for.
+// Resource returns the config entry the set was loaded for, as compiled
+// (package entry): children read from its chart, overrideValues expanded.
 func (s *Set) Resource() config.Resource { return s.res }
+
+// Entry returns the compiled entry the set was loaded from.
+func (s *Set) Entry() *entry.Entry { return s.entry }
+
+// Entries returns the compiled entries of sets, in order.
+func Entries(sets []*Set) []*entry.Entry {
+	out := make([]*entry.Entry, len(sets))
+	for i, s := range sets {
+		out[i] = s.entry
+	}
+	return out
+}
 
 // Kinds returns the child kinds the set may render.
 func (s *Set) Kinds() []schema.GroupVersionKind { return slices.Clone(s.kinds) }
 
-// Load parses every template (and the status template) of res once. Template
-// names are the paths as written in the config, so errors read
-// "template: webapp/deployment.yaml.tmpl:12: ...". All errors are returned,
-// joined, each prefixed with the config file and entry.
+// Load compiles the entry of cfg that serves res's resource (package
+// entry) and loads its Set (LoadEntry).
 func Load(cfg *config.Config, res config.Resource, opts Options) (*Set, error) {
-	entry := res.String()
 	for i, r := range cfg.Resources {
 		if r.GVR() == res.GVR() {
-			entry = config.EntryName(i, r)
-			break
+			e, err := entry.CompileOne(cfg, i)
+			if err != nil {
+				return nil, err
+			}
+			return LoadEntry(cfg, e, opts)
 		}
 	}
+	return nil, fmt.Errorf("%s: no entry serves %s", cfg.Path, res)
+}
+
+// LoadEntry parses every template (and the status template) of the
+// compiled entry e once, or prepares its chart. Template names are the
+// paths as written in the config, so errors read "template:
+// webapp/deployment.yaml.tmpl:12: ...". All errors are returned, joined,
+// each prefixed with the config file and entry.
+func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
+	res, entry := e.Resource, e.Label
 	// The entry's children list decides; Options only when it has none.
-	s := &Set{res: res, kinds: res.ChildGVKs(), budget: config.RenderBudget{}.WithDefaults(), unbudgeted: opts.unbudgeted}
+	s := &Set{res: res, entry: e, kinds: res.ChildGVKs(), budget: config.RenderBudget{}.WithDefaults(), unbudgeted: opts.unbudgeted}
 	if res.RenderBudget != nil {
 		s.budget = res.RenderBudget.WithDefaults()
 	}
@@ -165,7 +191,7 @@ func Load(cfg *config.Config, res config.Resource, opts Options) (*Set, error) {
 	}
 	if res.Chart != "" {
 		s.capabilities = opts.Capabilities
-		if err := s.loadChart(cfg, entry, res); err != nil {
+		if err := s.loadChart(cfg, e); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -252,14 +278,19 @@ var liveStubs = template.FuncMap{
 // revision is a template change to roll out.
 func (s *Set) Revision() string { return s.revision }
 
-// LoadAll loads one Set per entry of cfg.Resources, in the same order.
+// LoadAll compiles cfg (package entry) and loads one Set per entry, in
+// config order.
 func LoadAll(cfg *config.Config, opts Options) ([]*Set, error) {
+	entries, err := entry.Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		sets []*Set
 		errs []error
 	)
-	for _, res := range cfg.Resources {
-		s, err := Load(cfg, res, opts)
+	for _, e := range entries {
+		s, err := LoadEntry(cfg, e, opts)
 		if err != nil {
 			errs = append(errs, err)
 			continue

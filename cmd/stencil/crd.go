@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates"
 )
 
@@ -17,14 +18,15 @@ func crdCommand(args []string, stdout, stderr io.Writer) int {
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
+	cfg, sets, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
 	}
-	for _, w := range cfg.Warnings() {
+	entries := templates.Entries(sets)
+	for _, w := range entry.Warnings(entries) {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
-	objs, err := cfg.CRDObjects()
+	objs, err := entry.CRDObjects(entries)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil crd: %v\n", err)
 		return exitFailed

@@ -278,15 +278,6 @@ func TestManifestsTooLarge(t *testing.T) {
 	checkRoundTrip(t, cfgPath, objs)
 }
 
-// The embedded monitoring files are deploy/monitoring's.
-func TestManifestsMonitoringIsDeploys(t *testing.T) {
-	for _, name := range []string{"servicemonitor.yaml", "prometheusrule.yaml"} {
-		if got, want := read(t, filepath.Join("monitoring", name)), read(t, filepath.Join("..", "..", "deploy", "monitoring", name)); got != want {
-			t.Errorf("cmd/stencil/monitoring/%s differs from deploy/monitoring/%s: cp deploy/monitoring/%s cmd/stencil/monitoring/", name, name, name)
-		}
-	}
-}
-
 func copyTree(t *testing.T, from, to string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {

@@ -27,6 +27,8 @@ import (
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/reconcile"
+	"stencil.dev/stencil/entry"
+	"stencil.dev/stencil/install"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -39,16 +41,16 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
+	cfg, sets, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
 	}
 	if *server {
-		if status := validateOnServer(cfg, *kubeconfig, stdout, stderr); status != exitOK {
+		if status := validateOnServer(cfg, templates.Entries(sets), *kubeconfig, stdout, stderr); status != exitOK {
 			return status
 		}
 	}
-	for _, w := range cfg.Warnings() {
+	for _, w := range entry.Warnings(templates.Entries(sets)) {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
 	var nTemplates, nStatus, nCharts int
@@ -72,7 +74,7 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 
 // validateOnServer dry-runs cfg's generated CRDs against the API server
 // of kubeconfig.
-func validateOnServer(cfg *config.Config, kubeconfig string, stdout, stderr io.Writer) int {
+func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig string, stdout, stderr io.Writer) int {
 	restConfig, err := clientConfig(kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil validate: loading kubeconfig: %v\n", err)
@@ -85,7 +87,7 @@ func validateOnServer(cfg *config.Config, kubeconfig string, stdout, stderr io.W
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	objs, err := controller.DryRunCRDs(ctx, client, cfg)
+	objs, err := controller.DryRunCRDs(ctx, client, entries)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: the API server refuses a generated CRD:\n%v\n", cfg.Path, err)
 		return exitUsage
@@ -349,27 +351,21 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
-	cfg, _, ok := src.load(fs, templates.Options{}, stderr)
+	_, sets, ok := src.load(fs, templates.Options{}, stderr)
 	if !ok {
 		return exitUsage
 	}
-	cr, err := controller.ClusterRole(*name, cfg)
+	cr, err := install.ClusterRole(*name, templates.Entries(sets), install.RoleOptions{ManageCRDs: *manageCRDs, MetricsSecure: *metricsSecure})
 	if err != nil {
 		printErrors(stderr, err)
 		return exitUsage
-	}
-	if rule := controller.CRDRule(cfg); *manageCRDs && rule != nil {
-		cr.Rules = append(cr.Rules, *rule)
-	}
-	if *metricsSecure {
-		cr.Rules = append(cr.Rules, controller.MetricsAuthRule()...)
 	}
 	out, err := yaml.Marshal(cr)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed
 	}
-	role, err := yaml.Marshal(controller.LeaseRole(*name + "-leader-election"))
+	role, err := yaml.Marshal(install.LeaseRole(*name + "-leader-election"))
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed

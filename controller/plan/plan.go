@@ -35,6 +35,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
+	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates"
 )
 
@@ -158,7 +159,7 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 // (run --manage-crds applies them): a dry run of each, against the live
 // one.
 func (d *Planner) planCRDs(ctx context.Context) ([]childDiff, error) {
-	objs, err := d.Config.CRDObjects()
+	objs, err := entry.CRDObjects(templates.Entries(d.Sets))
 	if err != nil {
 		return nil, err
 	}

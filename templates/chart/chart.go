@@ -72,6 +72,15 @@ func Load(p string) (*Chart, error) {
 	if !ok {
 		return nil, fmt.Errorf("loading chart %s: invalid chart apiVersion (stencil, like helm install, takes charts of apiVersion v1 and v2)", p)
 	}
+	return New(ch, p)
+}
+
+// New is Load for a chart Helm already loaded from p (package entry loads
+// each chart once). The rewrite works on a copy of loaded's chart tree:
+// loaded itself is left as Helm loaded it.
+func New(loaded *chartv2.Chart, p string) (*Chart, error) {
+	ch := copyTree(loaded)
+	var err error
 	switch ch.Metadata.Type {
 	case "", "application":
 	default:
@@ -123,6 +132,20 @@ func (c *Chart) Name() string { return c.ch.Name() }
 
 // CRDs lists the files under crds/ that stencil does not install.
 func (c *Chart) CRDs() []string { return slices.Clone(c.crds) }
+
+// copyTree copies ch and the charts vendored under it, each with its own
+// list of templates (the rewrite replaces entries of it); file contents
+// are shared, never written.
+func copyTree(ch *chartv2.Chart) *chartv2.Chart {
+	cp := *ch
+	cp.Templates = slices.Clone(ch.Templates)
+	deps := make([]*chartv2.Chart, 0, len(ch.Dependencies()))
+	for _, d := range ch.Dependencies() {
+		deps = append(deps, copyTree(d))
+	}
+	cp.SetDependencies(deps...)
+	return &cp
+}
 
 // walkCharts calls f for ch and every chart vendored under it.
 func walkCharts(ch *chartv2.Chart, f func(*chartv2.Chart)) {

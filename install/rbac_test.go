@@ -1,4 +1,4 @@
-package controller
+package install
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/entry"
 )
 
 // The -update flag may also be defined by another test file in this package;
@@ -19,6 +20,16 @@ func init() {
 	if flag.Lookup("update") == nil {
 		flag.Bool("update", false, "rewrite golden files")
 	}
+}
+
+// compiled compiles cfg's entries.
+func compiled(t *testing.T, cfg *config.Config) []*entry.Entry {
+	t.Helper()
+	entries, err := entry.Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }
 
 func updateGolden() bool {
@@ -35,7 +46,7 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role, err := ClusterRole("stencil", cfg)
+	role, err := ClusterRole("stencil", compiled(t, cfg), RoleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +65,7 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale; run go test ./controller -run ClusterRole -update\ngot:\n%s\nwant:\n%s", path, got, want)
+		t.Errorf("%s is stale; run go test ./install -run ClusterRole -update\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 	got, err = yaml.Marshal(LeaseRole("stencil-leader-election"))
 	if err != nil {
@@ -67,7 +78,7 @@ func TestClusterRoleMatchesDeploy(t *testing.T) {
 		}
 	}
 	if want, err = os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s is stale (%v); run go test ./controller -run ClusterRole -update", path, err)
+		t.Errorf("%s is stale (%v); run go test ./install -run ClusterRole -update", path, err)
 	}
 }
 
@@ -79,7 +90,7 @@ func TestClusterRoleRules(t *testing.T) {
 		{Group: "a.example.com", Version: "v2", Resource: "bazs", Children: []config.ChildKind{
 			{APIVersion: "example.io/v1", Kind: "Widget", Resource: "widgets"}}},
 	}}
-	role, err := ClusterRole("x", cfg)
+	role, err := ClusterRole("x", compiled(t, cfg), RoleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +134,7 @@ func TestClusterRoleRules(t *testing.T) {
 	// A kind whose plural stencil does not know, and the entry does not
 	// give, is an error naming the entry.
 	cfg.Resources[2].Children[0].Resource = ""
-	if _, err := ClusterRole("x", cfg); err == nil || !strings.Contains(err.Error(), "resources[2]") || !strings.Contains(err.Error(), "Widget") {
+	if _, err := ClusterRole("x", compiled(t, cfg), RoleOptions{}); err == nil || !strings.Contains(err.Error(), "resources[2]") || !strings.Contains(err.Error(), "Widget") {
 		t.Errorf("ClusterRole with an unknown plural: err = %v, want one naming resources[2] and Widget", err)
 	}
 }

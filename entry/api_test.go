@@ -1,11 +1,22 @@
-package config
+package entry
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"stencil.dev/stencil/config"
 )
+
+// load loads the config at path and compiles it.
+func load(path string) ([]*Entry, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(cfg)
+}
 
 // apiConfig writes a config whose entry's extra lines follow its
 // templates, with the template it names; it returns the config's path.
@@ -25,7 +36,7 @@ func apiConfig(t *testing.T, extra string) string {
 
 // Every API field of an entry loads, and the CRD it generates carries it.
 func TestEveryAPIField(t *testing.T) {
-	cfg, err := Load(apiConfig(t, `    kind: Gadget
+	entries, err := load(apiConfig(t, `    kind: Gadget
     shortNames: [gd]
     categories: [stencil]
     schema:
@@ -51,7 +62,7 @@ func TestEveryAPIField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := cfg.Resources[0]
+	r := entries[0]
 	if r.CRD == nil {
 		t.Fatal("no CRD generated")
 	}
@@ -80,11 +91,11 @@ func TestEveryAPIField(t *testing.T) {
 		t.Errorf("printer columns %s", got)
 	}
 
-	cfg, err = Load(apiConfig(t, "    kind: Gadget\n    schema:\n      openAPIV3Schema: {type: object, properties: {size: {type: integer, minimum: 1}}}\n"))
+	entries, err = load(apiConfig(t, "    kind: Gadget\n    schema:\n      openAPIV3Schema: {type: object, properties: {size: {type: integer, minimum: 1}}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cfg.Resources[0].CRD.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"]; !ok {
+	if _, ok := entries[0].CRD.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"]; !ok {
 		t.Error("openAPIV3Schema: spec.size missing")
 	}
 }
@@ -102,11 +113,11 @@ func TestAPIFromChart(t *testing.T) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Load(path)
+	entries, err := load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := cfg.Resources[0].CRD.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec := entries[0].CRD.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 	var got []string
 	for k := range spec.Properties {
 		got = append(got, k)
@@ -133,7 +144,7 @@ func TestAPIErrorsNameTheirPath(t *testing.T) {
 		{"status collides", "    kind: Gadget\n    schema: {spec: {a: string}, status: {phase: string}}\n", "schema.status.phase"},
 		{"unknown schema field", "    kind: Gadget\n    schema: {spec: {a: string}, specs: {}}\n", `schema.specs: unknown field "specs"`},
 	} {
-		_, err := Load(apiConfig(t, c.extra))
+		_, err := load(apiConfig(t, c.extra))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "resources[0] (gadgets.v1.gen.example.com)") {
 			t.Errorf("%s: %v, want an error at resources[0] containing %q", c.name, err, c.want)
 		}

@@ -1,4 +1,13 @@
-package controller
+// Package install is what stencil needs from a cluster and how it is
+// installed: the RBAC rules of "stencil run" for a config (the rules
+// "stencil rbac" prints, "stencil manifests" packs, and a reload checks it
+// still has) and the manifests that deploy stencil with a team's config.
+//
+// The design choice a newcomer may question: the rules are computed from
+// the compiled entries (package entry), not from the config file alone: a
+// chart entry's child kinds are read from its chart, and a CRD's name
+// from the schema, so the role granted is the role the run uses.
+package install
 
 import (
 	"errors"
@@ -10,25 +19,33 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/entry"
 )
 
 // verbOrder is the order verbs appear in a rule, the order kubectl prints them.
 var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
 // The verbs stencil needs on what a config names. ClusterRole grants them
-// and a reload checks them (accessneeds.go) from these lists, so that what
-// "stencil rbac" prints and what a reload demands cannot drift apart.
+// and a reload checks them (package controller) from these lists, so that
+// what "stencil rbac" prints and what a reload demands cannot drift apart.
 var (
-	// parentVerbs are what the informers of a configured resource need.
-	parentVerbs = []string{"get", "list", "watch"}
-	// statusVerbs are what the merge patch of its status subresource needs.
-	statusVerbs = []string{"patch"}
-	// childVerbs are what a child kind needs: get, list and watch for its
+	// ParentVerbs are what the informers of a configured resource need.
+	ParentVerbs = []string{"get", "list", "watch"}
+	// StatusVerbs are what the merge patch of its status subresource needs.
+	StatusVerbs = []string{"patch"}
+	// ChildVerbs are what a child kind needs: get, list and watch for its
 	// informers, create and patch for server-side apply (which creates),
 	// delete for pruning. No update: stencil never PUTs a child.
-	childVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
+	ChildVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 )
+
+// RoleOptions are the run flags that need more than the config's rules.
+type RoleOptions struct {
+	// ManageCRDs (run --manage-crds) adds CRDRule.
+	ManageCRDs bool
+	// MetricsSecure (run --metrics-secure) adds MetricsAuthRule.
+	MetricsSecure bool
+}
 
 // ClusterRole returns the least-privilege ClusterRole that "stencil run" needs
 // for cfg: read and watch every configured resource and the CRDs, merge-patch
@@ -40,7 +57,7 @@ var (
 // the entry: a guessed plural would yield a role that silently lacks a
 // permission. Rules are sorted by API group, so the output is stable and
 // can be checked in.
-func ClusterRole(name string, cfg *config.Config) (*rbacv1.ClusterRole, error) {
+func ClusterRole(name string, entries []*entry.Entry, o RoleOptions) (*rbacv1.ClusterRole, error) {
 	// perms[group][resource] is the set of verbs needed.
 	perms := map[string]map[string]map[string]bool{}
 	grant := func(group, resource string, verbs ...string) {
@@ -54,24 +71,24 @@ func ClusterRole(name string, cfg *config.Config) (*rbacv1.ClusterRole, error) {
 			perms[group][resource][v] = true
 		}
 	}
-	for _, r := range cfg.Resources {
-		grant(r.Group, r.Resource, parentVerbs...)
-		grant(r.Group, r.Resource+"/status", statusVerbs...)
+	for _, r := range entries {
+		grant(r.Group, r.Resource.Resource, ParentVerbs...)
+		grant(r.Group, r.Resource.Resource+"/status", StatusVerbs...)
 		// Children carry blockOwnerDeletion: true. Where the
 		// OwnerReferencesPermissionEnforcement admission plugin is on
 		// (OpenShift), setting it needs update on the owner's finalizers.
-		grant(r.Group, r.Resource+"/finalizers", "update")
+		grant(r.Group, r.Resource.Resource+"/finalizers", "update")
 	}
 	var errs []error
-	for i, r := range cfg.Resources {
+	for _, r := range entries {
 		for _, k := range r.ChildGVKs() {
 			res, ok := r.ChildResource(k)
 			if !ok {
 				errs = append(errs, fmt.Errorf("%s: %s: children: the resource (plural) of %s is not known to stencil; add resource: <plural> to its children entry",
-					cfg.Path, config.EntryName(i, r), k))
+					r.File, r.Label, k))
 				continue
 			}
-			grant(res.Group, res.Resource, childVerbs...)
+			grant(res.Group, res.Resource, ChildVerbs...)
 		}
 	}
 	if len(errs) > 0 {
@@ -109,6 +126,12 @@ func ClusterRole(name string, cfg *config.Config) (*rbacv1.ClusterRole, error) {
 			rules = append(rules, *byVerbs[key])
 		}
 	}
+	if rule := CRDRule(entries); o.ManageCRDs && rule != nil {
+		rules = append(rules, *rule)
+	}
+	if o.MetricsSecure {
+		rules = append(rules, MetricsAuthRule()...)
+	}
 	return &rbacv1.ClusterRole{
 		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -134,5 +157,31 @@ func LeaseRole(name string) *rbacv1.Role {
 		Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "delete"},
 		}},
+	}
+}
+
+// CRDRule is the rule --manage-crds needs: reading and applying exactly
+// the CRDs the entries generate (an apply that creates is authorised as a
+// create of that name). Nil when they generate none.
+func CRDRule(entries []*entry.Entry) *rbacv1.PolicyRule {
+	var names []string
+	for _, r := range entries {
+		if r.CRD != nil {
+			names = append(names, r.CRD.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+		ResourceNames: names, Verbs: []string{"get", "create", "patch"}}
+}
+
+// MetricsAuthRule is the rule run --metrics-secure needs: the token and
+// access reviews that authenticate and authorise a /metrics caller.
+func MetricsAuthRule() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
 }

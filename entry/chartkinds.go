@@ -1,10 +1,7 @@
-package config
+package entry
 
 import (
 	"bufio"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"helm.sh/helm/v4/pkg/chart/loader"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+
+	"stencil.dev/stencil/config"
 )
 
 // Chart entries (chart mode): an entry that names a Helm chart instead of
@@ -32,18 +30,10 @@ var (
 	topAPIVersion = regexp.MustCompile(`^apiVersion:\s*["']?([a-z0-9][a-z0-9./-]*)["']?\s*(#.*)?$`)
 )
 
-// ChartKinds returns the child kinds the chart at path can render, by its
+// chartKinds returns the child kinds the chart can render, by its
 // templates' text (root and vendored subcharts), sorted; allowGrants keeps
 // the kinds that grant permissions.
-func ChartKinds(path string, allowGrants bool) ([]ChildKind, error) {
-	loaded, err := loader.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	ch, ok := loaded.(*chartv2.Chart)
-	if !ok {
-		return nil, errors.New("invalid chart apiVersion (charts of apiVersion v1 and v2 are served)")
-	}
+func chartKinds(ch *chartv2.Chart, allowGrants bool) []config.ChildKind {
 	seen := map[schema.GroupVersionKind]bool{}
 	var walk func(c *chartv2.Chart)
 	walk = func(c *chartv2.Chart) {
@@ -60,16 +50,18 @@ func ChartKinds(path string, allowGrants bool) ([]ChildKind, error) {
 		}
 	}
 	walk(ch)
-	var out []ChildKind
+	var out []config.ChildKind
 	for gvk := range seen {
 		gk := gvk.GroupKind()
-		if clusterScoped[gk] || grantsPermissions[gk] && !allowGrants {
+		if config.IsClusterScoped(gk) || config.GrantsPermissions(gk) && !allowGrants {
 			continue
 		}
-		out = append(out, ChildKind{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})
+		out = append(out, config.ChildKind{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})
 	}
-	slices.SortFunc(out, func(a, b ChildKind) int { return strings.Compare(a.APIVersion+" "+a.Kind, b.APIVersion+" "+b.Kind) })
-	return out, nil
+	slices.SortFunc(out, func(a, b config.ChildKind) int {
+		return strings.Compare(a.APIVersion+" "+a.Kind, b.APIVersion+" "+b.Kind)
+	})
+	return out
 }
 
 // templateKinds reads the kinds one template names at the top level of
@@ -136,20 +128,4 @@ func resolveKind(apiVersion, kind string) (schema.GroupVersionKind, bool) {
 		}
 	}
 	return schema.GroupVersionKind{}, false
-}
-
-// checkChart says whether path is a chart directory or archive.
-func checkChart(path string) error {
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return &missingFileError{resolved: path, err: err}
-	case st.IsDir():
-		if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err != nil {
-			return fmt.Errorf("%s is a directory without Chart.yaml", path)
-		}
-	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s is neither a chart directory nor a .tgz", path)
-	}
-	return nil
 }
