@@ -8,11 +8,12 @@ package install
 // instead (docs/operating.md).
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -126,10 +128,18 @@ type configFile struct {
 }
 
 // configFiles returns the config file (as stencil.yaml) and every file it
-// names, each once, sorted by path: templates, status templates, helpers,
-// and charts (a directory's every file, subcharts included, or a .tgz).
+// names (config.Files: templates, status templates, helpers, and charts,
+// a directory's every file as Helm reads it, or a .tgz), each once,
+// sorted by path. Each lands at its path relative to the config file's
+// directory: a file outside it, a link to a file outside it, and a name
+// that is not UTF-8 (the API server keeps paths as UTF-8 text, so two
+// such names could become one) are refused, naming the file.
 func configFiles(cfg *config.Config) ([]configFile, error) {
 	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +150,18 @@ func configFiles(cfg *config.Config) ([]configFile, error) {
 			return err
 		}
 		rel, err := filepath.Rel(dir, abs)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if err != nil || outside(rel) {
 			return fmt.Errorf("%s is outside %s, the config file's directory: the ConfigMaps mount only the tree under it", file, cfg.Dir)
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return err
+		}
+		if relReal, err := filepath.Rel(realDir, real); err != nil || outside(relReal) {
+			return fmt.Errorf("%s is a link to %s, outside %s, the config file's directory: the ConfigMaps carry only the tree under it (copy the file in)", file, real, cfg.Dir)
+		}
+		if !utf8.ValidString(rel) {
+			return fmt.Errorf("%q: a file name that is not UTF-8 cannot be a mount path (the API server keeps paths as UTF-8 text); rename it", file)
 		}
 		rel = filepath.ToSlash(rel)
 		if prev, ok := byPath[rel]; ok && prev != abs {
@@ -155,27 +175,17 @@ func configFiles(cfg *config.Config) ([]configFile, error) {
 		return nil, err
 	}
 	byPath["stencil.yaml"] = cfgAbs
-	for _, r := range cfg.Resources {
-		names := append(append(slices.Clone(r.Helpers), r.TemplatePaths()...), r.StatusTemplate)
-		for _, name := range names {
-			if name == "" {
-				continue
-			}
-			if err := add(cfg.TemplatePath(name)); err != nil {
-				return nil, fmt.Errorf("%s: %w", r, err)
+	for _, f := range cfg.Files() {
+		files := []string{f.Path}
+		if f.Chart {
+			if files, err = config.ChartFiles(f.Path); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", cfg.Path, f.Field, err)
 			}
 		}
-		if r.Chart == "" {
-			continue
-		}
-		err := filepath.WalkDir(cfg.TemplatePath(r.Chart), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
+		for _, file := range files {
+			if err := add(file); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", cfg.Path, f.Field, err)
 			}
-			return add(p)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: chart: %w", r, err)
 		}
 	}
 	out := make([]configFile, 0, len(byPath))
@@ -187,6 +197,11 @@ func configFiles(cfg *config.Config) ([]configFile, error) {
 		out = append(out, configFile{path: p, data: data})
 	}
 	return out, nil
+}
+
+// outside says whether a relative path climbs out of its base.
+func outside(rel string) bool {
+	return rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel)
 }
 
 // configMap is one ConfigMap of the config tree and the volume items that
@@ -241,13 +256,23 @@ func packConfigMaps(files []configFile, namespace string) ([]*configMap, error) 
 
 // configKey returns a ConfigMap key for path, unique among keys: a key
 // cannot hold "/" (nor most other characters), so each such character is
-// "_"; a key taken already gets a numbered suffix.
+// "_"; a key longer than the API server takes keeps its end and a hash of
+// the whole path in its place; a key taken already gets a numbered suffix.
 func configKey(p string, keys map[string]bool) string {
 	key := []byte(p)
 	for i, c := range key {
 		if !(c == '-' || c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
 			key[i] = '_'
 		}
+	}
+	if key[0] == '.' && len(key) > 1 && key[1] == '.' {
+		key[0] = '_' // a key may not start with ".."
+	}
+	// Room for the hash, and for a numbered suffix.
+	if len(key) > validation.DNS1123SubdomainMaxLength-8 {
+		sum := sha256.Sum256([]byte(p))
+		tail := key[len(key)-(validation.DNS1123SubdomainMaxLength-8-17):]
+		key = append([]byte(hex.EncodeToString(sum[:8])+"-"), tail...)
 	}
 	k := string(key)
 	for n := 2; keys[k] || k == "." || k == ".."; n++ {

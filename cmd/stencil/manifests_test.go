@@ -323,3 +323,35 @@ func TestManifestsGeneratedCRDs(t *testing.T) {
 		}
 	}
 }
+
+// TestRBACAndManifestsGrantTheSame: stencil rbac and stencil manifests
+// print the same ClusterRole rules for the same config and flags (one
+// source, package install), for the example config and with each flag
+// that adds rules.
+func TestRBACAndManifestsGrantTheSame(t *testing.T) {
+	cfgPath := filepath.Join("..", "..", "crds", "stencil.yaml")
+	for _, flags := range [][]string{nil, {"--manage-crds"}, {"--metrics-secure"}, {"--manage-crds", "--metrics-secure"}} {
+		r := stencil(t, "", append([]string{"rbac", "--config", cfgPath}, flags...)...)
+		if r.code != 0 {
+			t.Fatalf("stencil rbac %v: exit %d: %s", flags, r.code, r.stderr)
+		}
+		printed, err := decodeResources([]byte(r.stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, objs := manifestsOf(t, append([]string{"--config", cfgPath}, flags...)...)
+		rules := func(objs []*unstructured.Unstructured) string {
+			for _, o := range objs {
+				if o.GetKind() == "ClusterRole" {
+					rs, _, _ := unstructured.NestedSlice(o.Object, "rules")
+					return fmt.Sprint(rs)
+				}
+			}
+			t.Fatalf("%v: no ClusterRole", flags)
+			return ""
+		}
+		if got, want := rules(objs), rules(printed); got != want || want == "[]" {
+			t.Errorf("%v: manifests' rules\n%s\nrbac's\n%s", flags, got, want)
+		}
+	}
+}

@@ -15,10 +15,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -186,18 +184,17 @@ func (s Source) Fingerprint() string {
 			fmt.Fprintf(h, "error: %v\x00", err)
 		}
 	}
-	// addTree adds a chart: a .tgz, or every file of its directory.
+	// addTree adds a chart: a .tgz, or every file of its directory as
+	// Helm reads it (config.ChartFiles); a tree that cannot be walked
+	// hashes as its error.
 	addTree := func(root string) {
-		if st, err := os.Stat(root); err != nil || !st.IsDir() {
-			add(root)
-			return
+		files, err := config.ChartFiles(root)
+		if err != nil {
+			fmt.Fprintf(h, "%s\x00error: %v\x00", root, err)
 		}
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				add(p)
-			}
-			return nil
-		})
+		for _, f := range files {
+			add(f)
+		}
 	}
 	add(path)
 	if s.Watches {
@@ -210,18 +207,11 @@ func (s Source) Fingerprint() string {
 	// decoded (no file checks, no chart loads on every poll); a config
 	// that does not decode hashes as its own bytes only.
 	if cfg, err := config.Decode(path); err == nil {
-		for _, r := range cfg.Resources {
-			for _, t := range r.TemplatePaths() {
-				add(cfg.TemplatePath(t))
-			}
-			if r.StatusTemplate != "" {
-				add(cfg.TemplatePath(r.StatusTemplate))
-			}
-			for _, h := range r.Helpers {
-				add(cfg.TemplatePath(h))
-			}
-			if r.Chart != "" {
-				addTree(cfg.TemplatePath(r.Chart))
+		for _, f := range cfg.Files() {
+			if f.Chart {
+				addTree(f.Path)
+			} else {
+				add(f.Path)
 			}
 		}
 	}
