@@ -10,8 +10,8 @@ package install
 import (
 	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"

@@ -68,4 +68,3 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
-
