@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
@@ -570,7 +569,7 @@ func (e *KilledError) Error() string { return "render worker killed: " + e.Bound
 func (e *KilledError) Is(target error) bool { return target == templates.ErrRenderKilled }
 
 // died collects a worker that stopped answering and says what ended it.
-func (w *worker) died(b config.RenderBudget, template string, cause error) error {
+func (w *worker) died(b budget.Limits, template string, cause error) error {
 	w.in.Close()
 	werr := w.reap()
 	ke := w.classify(b, werr)
@@ -581,7 +580,7 @@ func (w *worker) died(b config.RenderBudget, template string, cause error) error
 
 // classify names what ended a worker from how it exited and what it
 // printed first.
-func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
+func (w *worker) classify(b budget.Limits, werr error) *KilledError {
 	diag := w.diag.String()
 	var ee *exec.ExitError
 	code, sig := 0, syscall.Signal(0)
@@ -616,7 +615,7 @@ func (w *worker) classify(b config.RenderBudget, werr error) *KilledError {
 }
 
 // fromResult turns a worker's result into what RenderWith returns.
-func fromResult(res result, b config.RenderBudget) (*templates.Result, error) {
+func fromResult(res result, b budget.Limits) (*templates.Result, error) {
 	if len(res.Errors) > 0 {
 		errs := make([]error, len(res.Errors))
 		for i, we := range res.Errors {

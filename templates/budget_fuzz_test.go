@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/budget"
 )
 
 // budgetAmplifiers are plausible templates that turn a tenant's numbers,
@@ -42,7 +43,7 @@ var (
 
 // loadAmplifiers loads each amplifier as an entry of its own (a render
 // stopped by one does not hide the others), once per process.
-func loadAmplifiers(t *testing.T, limits config.RenderBudget) map[string]*Set {
+func loadAmplifiers(t *testing.T, limits budget.Limits) map[string]*Set {
 	amplifierOnce.Do(func() {
 		amplifierSets = map[string]*Set{}
 		for name, text := range budgetAmplifiers {
@@ -74,8 +75,8 @@ var intEdges = []int64{math.MinInt64, math.MinInt64 + 1, math.MinInt32, -1 << 31
 // race detector: the property (a render ends within its budget's time or
 // fails naming a bound) holds for every budget, and the guards on sizes
 // are the same.
-func fuzzBudget() config.RenderBudget {
-	b := config.RenderBudget{}.WithDefaults()
+func fuzzBudget() budget.Limits {
+	b := budget.Limits(config.RenderBudget{}.WithDefaults())
 	if os.Getenv("STENCIL_FUZZ_BUDGET") != "default" {
 		b.Steps, b.TimeoutSeconds = b.Steps/10, 1
 	}
@@ -122,7 +123,7 @@ func FuzzRenderBudget(f *testing.F) {
 // budget's time (and a second of slack) and allocates under 256 MiB, and a
 // failure is a render error (a bound named, or the template's own), never
 // a panic.
-func checkBoundedRender(t *testing.T, name string, set *Set, spec map[string]any, limits config.RenderBudget) {
+func checkBoundedRender(t *testing.T, name string, set *Set, spec map[string]any, limits budget.Limits) {
 	t.Helper()
 	p := parent()
 	p.Spec = spec

@@ -39,6 +39,7 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/entry"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -81,7 +82,7 @@ type Set struct {
 	// (contract.StatusTemplateRevision).
 	revision string
 	// budget bounds each render (package budget).
-	budget     config.RenderBudget
+	budget     budget.Limits
 	unbudgeted bool
 	// executors are clones of root, each with the functions bound to its
 	// own engine.State; a render takes one for its whole run.
@@ -182,9 +183,9 @@ func Load(cfg *config.Config, res config.Resource, opts Options) (*Set, error) {
 func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 	res, entry := e.Resource, e.Label
 	// The entry's children list decides; Options only when it has none.
-	s := &Set{res: res, entry: e, kinds: res.ChildGVKs(), budget: config.RenderBudget{}.WithDefaults(), unbudgeted: opts.unbudgeted}
+	s := &Set{res: res, entry: e, kinds: res.ChildGVKs(), budget: budget.Limits(config.RenderBudget{}.WithDefaults()), unbudgeted: opts.unbudgeted}
 	if res.RenderBudget != nil {
-		s.budget = res.RenderBudget.WithDefaults()
+		s.budget = budget.Limits(res.RenderBudget.WithDefaults())
 	}
 	if len(res.Children) == 0 && len(opts.AllowedKinds) > 0 {
 		s.kinds = slices.Clone(opts.AllowedKinds)

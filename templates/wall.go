@@ -3,7 +3,7 @@ package templates
 import (
 	"errors"
 
-	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/view"
 )
 
@@ -36,4 +36,4 @@ func (s *Set) SetWall(w Wall) { s.wall = w }
 
 // Budget returns the render budget of the set's entry, its defaults
 // filled in: what bounds each render, and the worker that runs it.
-func (s *Set) Budget() config.RenderBudget { return s.budget }
+func (s *Set) Budget() budget.Limits { return s.budget }

@@ -39,8 +39,6 @@ import (
 	"text/template"
 	"time"
 	"unicode/utf8"
-
-	"stencil.dev/stencil/config"
 )
 
 // StepFunc is the internal function the rewrite calls at the start of
@@ -53,10 +51,17 @@ const StepFunc = "__stencil_step"
 // writer is not stencil's to bound.
 const StepTextFunc = "__stencil_step_text"
 
+// Limits are the bounds of one render: config.RenderBudget's fields, with
+// its defaults applied (templates converts one to the other). The meter
+// owns its type so that it imports nothing of stencil's.
+type Limits struct {
+	Steps, StringBytes, ListItems, IncludeDepth, TimeoutSeconds, MemoryMiB int64
+}
+
 // Meter counts the work of one render against its limits. It is not safe
 // for concurrent use: each executor has its own, and a render uses one.
 type Meter struct {
-	limits config.RenderBudget
+	limits Limits
 	steps  int64
 	// output counts the bytes a render printed, where its writer is not
 	// stencil's (chart mode: Helm's engine writes into its own buffers).
@@ -72,10 +77,10 @@ type Meter struct {
 }
 
 // NewMeter returns a Meter of limits.
-func NewMeter(limits config.RenderBudget) Meter { return Meter{limits: limits} }
+func NewMeter(limits Limits) Meter { return Meter{limits: limits} }
 
 // Limits returns the limits the meter counts against.
-func (meter *Meter) Limits() config.RenderBudget { return meter.limits }
+func (meter *Meter) Limits() Limits { return meter.limits }
 
 // Steps returns the steps counted so far.
 func (meter *Meter) Steps() int64 { return meter.steps }

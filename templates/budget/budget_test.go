@@ -10,7 +10,7 @@ import (
 // TestMeterStopsAtEachBound: each bound fails with an Error naming it, and
 // every Error is ErrExceeded to errors.Is.
 func TestMeterStopsAtEachBound(t *testing.T) {
-	limits := config.RenderBudget{Steps: 10, StringBytes: 100, ListItems: 5, IncludeDepth: 3}
+	limits := Limits(config.RenderBudget{Steps: 10, StringBytes: 100, ListItems: 5, IncludeDepth: 3})
 	m := NewMeter(limits)
 	if err := m.Charge(10); err != nil {
 		t.Fatalf("10 steps of 10: %v", err)
@@ -39,7 +39,7 @@ func TestMeterStopsAtEachBound(t *testing.T) {
 // measured before the call, it fails at once, without the walk running
 // away.
 func TestMeasuredCountsSharedPartsAsOftenAsTheyAreWritten(t *testing.T) {
-	m := NewMeter(config.RenderBudget{Steps: 1 << 40, StringBytes: 1 << 20, ListItems: 1 << 20, IncludeDepth: 3})
+	m := NewMeter(Limits(config.RenderBudget{Steps: 1 << 40, StringBytes: 1 << 20, ListItems: 1 << 20, IncludeDepth: 3}))
 	v := any("x")
 	for range 30 {
 		v = []any{v, v}

@@ -43,7 +43,7 @@ func TestGuardsAtTheIntegerEdges(t *testing.T) {
 		{"printf", []any{"%*d", lo, 1}},                 // a width of |lo|
 	}
 	for _, c := range refused {
-		m := NewMeter(config.RenderBudget{}.WithDefaults())
+		m := NewMeter(Limits(config.RenderBudget{}.WithDefaults()))
 		if err := guards[c.name](&m, c.name, c.args); !errors.Is(err, ErrExceeded) {
 			t.Errorf("%s%v: err = %v, want refused", c.name, c.args, err)
 		}
@@ -51,7 +51,7 @@ func TestGuardsAtTheIntegerEdges(t *testing.T) {
 	// seq's end+1 wraps in sprig as in Go: these ask untilStep for
 	// nothing, and sprig returns nothing.
 	for _, args := range [][]any{{lo}, {lo, hi}, {hi, -1, lo}, {0, hi, hi}} {
-		m := NewMeter(config.RenderBudget{}.WithDefaults())
+		m := NewMeter(Limits(config.RenderBudget{}.WithDefaults()))
 		if err := guards["seq"](&m, "seq", args); err != nil {
 			t.Errorf("seq%v: %v, want allowed (sprig returns nothing)", args, err)
 		}
@@ -133,7 +133,7 @@ func TestCallsCostTheirInputs(t *testing.T) {
 		{"b64enc", []any{string(make([]byte, 1<<20))}, 1 << 14},
 		{"derivePassword", []any{uint32(1), "long", "pw", "user", "example.com"}, 400_000},
 	} {
-		m := NewMeter(config.RenderBudget{Steps: math.MaxInt64 / 2}.WithDefaults())
+		m := NewMeter(Limits(config.RenderBudget{Steps: math.MaxInt64 / 2}.WithDefaults()))
 		if err := m.Before(c.name, c.args...); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -142,7 +142,7 @@ func TestCallsCostTheirInputs(t *testing.T) {
 		}
 	}
 	// Through the wrapped function a template calls.
-	m := NewMeter(config.RenderBudget{}.WithDefaults())
+	m := NewMeter(Limits(config.RenderBudget{}.WithDefaults()))
 	has := Wrap(sprig.TxtFuncMap(), &m, nil)["has"].(func(any, any) bool)
 	calls := 0
 	func() {
@@ -160,7 +160,7 @@ func TestCallsCostTheirInputs(t *testing.T) {
 
 // The deadline stops a render whose counts a template keeps low.
 func TestDeadlineIsTheBackstop(t *testing.T) {
-	m := NewMeter(config.RenderBudget{Steps: math.MaxInt64, TimeoutSeconds: 1}.WithDefaults())
+	m := NewMeter(Limits(config.RenderBudget{Steps: math.MaxInt64, TimeoutSeconds: 1}.WithDefaults()))
 	var err error
 	for i := 0; err == nil; i++ {
 		err = m.Charge(0)

@@ -51,7 +51,7 @@ func TestForgedPlaceholderIsText(t *testing.T) {
 		// placeholder named.
 		spec := map[string]any{"user": "app#1", "name": forged, "other": "x: " + forged}
 		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec,
-			Overrides: map[string]string{"db.password": password}, Budget: config.RenderBudget{}.WithDefaults()})
+			Overrides: map[string]string{"db.password": password}, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())})
 		if err != nil {
 			t.Fatalf("%s: %v", forged, err)
 		}
@@ -76,7 +76,7 @@ func TestForgedPlaceholderIsText(t *testing.T) {
 func renderAll(t *testing.T, c *Chart, spec map[string]any, overrides map[string]string) ([]map[string]any, error) {
 	t.Helper()
 	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
-		Budget: config.RenderBudget{}.WithDefaults()})
+		Budget: budget.Limits(config.RenderBudget{}.WithDefaults())})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func TestDecodedEscapeDoesNotReachTpl(t *testing.T) {
 	} {
 		spec := map[string]any{"podLabels": labels, "tls": map[string]any{"enabled": false}}
 		out, _, err := c.render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
-			Budget: config.RenderBudget{}.WithDefaults()}, time.Now())
+			Budget: budget.Limits(config.RenderBudget{}.WithDefaults())}, time.Now())
 		if err != nil {
 			t.Fatalf("%s: %v", labels, err)
 		}
@@ -154,7 +154,7 @@ func TestQuoteAndCommentKeepTheFlowList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []string{"', --enable-debug-endpoints=true] #", "'}, enforce: privileged} #", "x'' , --y"} {
-		out, _, err := c.render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(),
+		out, _, err := c.render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: budget.Limits(config.RenderBudget{}.WithDefaults()),
 			Spec: map[string]any{"config": map[string]any{"a": v}}}, time.Now())
 		if err != nil {
 			t.Fatalf("%q: %v", v, err)
@@ -193,7 +193,7 @@ func TestSecondPassSharesTheBudget(t *testing.T) {
 	for i := range items {
 		items[i] = "item"
 	}
-	rel := Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(), Spec: map[string]any{"items": items}}
+	rel := Release{Name: "demo", Namespace: "team-a", Budget: budget.Limits(config.RenderBudget{}.WithDefaults()), Spec: map[string]any{"items": items}}
 	one, _, err := c.render(context.Background(), rel, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestBenignSpecRendersOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rel := Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: config.RenderBudget{}.WithDefaults()}
+		rel := Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())}
 		one, _, err := c.render(context.Background(), rel, time.Now())
 		if err != nil {
 			t.Fatal(err)

@@ -49,7 +49,7 @@ func TestChartRendersUnderTheBudget(t *testing.T) {
 			}
 			start := time.Now()
 			// tenantTemplates: the tenant's text runs, under the budget.
-			_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: tc.spec, Budget: config.RenderBudget{}.WithDefaults(), TenantTemplates: true})
+			_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: tc.spec, Budget: budget.Limits(config.RenderBudget{}.WithDefaults()), TenantTemplates: true})
 			took := time.Since(start)
 			t.Logf("%v in %s", err, took.Round(time.Millisecond))
 			// Under the race detector a step is ten times slower, and the
@@ -82,7 +82,7 @@ func TestTplUnderTheBudgetKeepsHelmSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(), TenantTemplates: true,
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: budget.Limits(config.RenderBudget{}.WithDefaults()), TenantTemplates: true,
 		Spec: map[string]any{"x": `{{ define "in" }}{{ .Release.Name }}{{ end }}{{ include "in" . }}-{{ len (list 1 2) }}`}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func FuzzChartBudget(f *testing.F) {
 		f.Add(seed.s, seed.n, seed.k)
 	}
 	charts := vendoredCharts(f)
-	limits := config.RenderBudget{}.WithDefaults()
+	limits := budget.Limits(config.RenderBudget{}.WithDefaults())
 	if os.Getenv("STENCIL_FUZZ_BUDGET") != "default" {
 		limits.Steps, limits.TimeoutSeconds = limits.Steps/10, 1
 	}
@@ -172,7 +172,7 @@ func FuzzChartShape(f *testing.F) {
 			"podinfo": {"ui": map[string]any{"message": a, "color": b}, "podAnnotations": map[string]any{"a": a}, "image": map[string]any{"tag": b}},
 		}
 	}
-	limits := config.RenderBudget{}.WithDefaults()
+	limits := budget.Limits(config.RenderBudget{}.WithDefaults())
 	f.Fuzz(func(t *testing.T, a, b string) {
 		if len(a) > 300 || len(b) > 300 || !utf8.ValidString(a) || !utf8.ValidString(b) {
 			return

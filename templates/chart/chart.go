@@ -39,7 +39,6 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/strvals"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
@@ -250,7 +249,7 @@ type Release struct {
 	// Capabilities are the cluster's; nil: Helm's defaults.
 	Capabilities *common.Capabilities
 	// Budget bounds the render.
-	Budget config.RenderBudget
+	Budget budget.Limits
 	// TenantTemplates lets template text in the spec run where the chart
 	// gives it to tpl; false prints it as the literal text it is.
 	TenantTemplates bool

@@ -11,6 +11,7 @@ import (
 	cutil "helm.sh/helm/v4/pkg/chart/common/util"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -40,7 +41,7 @@ func renderOne(t *testing.T, dir string, spec map[string]any) (map[string]any, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: config.RenderBudget{}.WithDefaults()})
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +209,7 @@ func TestTenantTextIsNotATemplate(t *testing.T) {
 	render := func(tenantTemplates bool) map[string]any {
 		t.Helper()
 		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Overrides: overrides,
-			Budget: config.RenderBudget{}.WithDefaults(), TenantTemplates: tenantTemplates})
+			Budget: budget.Limits(config.RenderBudget{}.WithDefaults()), TenantTemplates: tenantTemplates})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestTransformedTenantValueCannotAddFields(t *testing.T) {
 		{"nameOverride": strings.Repeat("z", 50) + "\nevil: YES" + strings.Repeat("z", 10), "podAnnotations": map[string]any{"a": "{\"k\": 1}"}},
 		{"fullnameOverride": "f\nfinalizers: [x]\n" + strings.Repeat("z", 60)},
 	} {
-		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: config.RenderBudget{}.WithDefaults()})
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())})
 		if err != nil {
 			// Refused: as text that is not YAML, or a value Kubernetes refuses.
 			t.Logf("%q: %v", spec, err)
@@ -293,7 +294,7 @@ func TestTransformedValueLandsAsOneValue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(),
+		out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: budget.Limits(config.RenderBudget{}.WithDefaults()),
 			Spec: map[string]any{"name": name}})
 		if err != nil {
 			t.Fatalf("%s: %v", action, err)
@@ -319,7 +320,7 @@ func TestSquoteOfToJsonKeepsOneArgument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: config.RenderBudget{}.WithDefaults(),
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Budget: budget.Limits(config.RenderBudget{}.WithDefaults()),
 		Spec: map[string]any{"config": map[string]any{"a": "x', --evil, 'y"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +343,7 @@ func TestSchemaValidationAsHelm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: map[string]any{"replicas": "x"}, Budget: config.RenderBudget{}.WithDefaults()})
+	_, err = c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: map[string]any{"replicas": "x"}, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())})
 	vals, verr := Values(map[string]any{"replicas": "x"}, nil)
 	if verr != nil {
 		t.Fatal(verr)
@@ -355,7 +356,7 @@ func TestSchemaValidationAsHelm(t *testing.T) {
 	if err == nil || want == nil || !strings.Contains(err.Error(), want.Error()) {
 		t.Errorf("err = %v, want Helm's %v", err, want)
 	}
-	if _, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: map[string]any{"replicas": int64(2)}, Budget: config.RenderBudget{}.WithDefaults()}); err != nil {
+	if _, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: map[string]any{"replicas": int64(2)}, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())}); err != nil {
 		t.Errorf("valid values: %v", err)
 	}
 }

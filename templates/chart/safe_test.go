@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -111,7 +112,7 @@ func TestHostileValuesKeepFieldPaths(t *testing.T) {
 // pathsOf renders the chart with spec and returns, object by object in
 // order, "Kind path" for every field.
 func pathsOf(c *Chart, spec map[string]any, caps *common.Capabilities) ([]string, error) {
-	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Capabilities: caps, Budget: config.RenderBudget{}.WithDefaults()})
+	out, err := c.Render(context.Background(), Release{Name: "demo", Namespace: "team-a", Spec: spec, Capabilities: caps, Budget: budget.Limits(config.RenderBudget{}.WithDefaults())})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 )
 
@@ -54,7 +55,7 @@ func FuzzChartSecret(f *testing.F) {
 		f.Add(s)
 	}
 	charts := vendoredCharts(f)
-	limits := config.RenderBudget{}.WithDefaults()
+	limits := budget.Limits(config.RenderBudget{}.WithDefaults())
 	f.Fuzz(func(t *testing.T, s string) {
 		if len(s) > 300 || !utf8.ValidString(s) || s == "" {
 			return

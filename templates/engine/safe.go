@@ -13,7 +13,6 @@ import (
 	"text/template"
 	"text/template/parse"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
 )
 
@@ -130,7 +129,7 @@ type State struct {
 // NewState returns the state of one executor, whose renders are bounded
 // by limits; with checkDecode, every document is decoded both ways and a
 // difference fails the render (see Decode).
-func NewState(limits config.RenderBudget, checkDecode bool) State {
+func NewState(limits budget.Limits, checkDecode bool) State {
 	return State{meter: budget.NewMeter(limits), checkDecode: checkDecode, mark: newMark()}
 }
 

@@ -19,8 +19,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"stencil.dev/stencil/config"
 )
 
 // State is where one resource of a rollout entry stands.
@@ -50,13 +48,22 @@ func (s State) String() string {
 // Moved reports whether the resource is on the rollout's revision.
 func (s State) Moved() bool { return s >= Rolling }
 
+// Limits are an entry's rollout bounds (config.Rollout): how many of its
+// resources may move at once and how many moved may fail, for its number
+// of resources. An interface, so that the tracker imports nothing of the
+// config's.
+type Limits interface {
+	Limits(total int) (maxInFlight, maxFailed int)
+	String() string
+}
+
 // Tracker tracks one entry's move to one revision of its templates. It is
 // a plain state machine, fed by sync: observe what the caches say, admit a
 // pending resource when a slot is free, forget a deleted one. Its methods
 // are called under rollouts.mu.
 type Tracker struct {
 	revision string
-	limits   *config.Rollout
+	limits   Limits
 	states   map[types.NamespacedName]State
 	counts   [Failed + 1]int
 	// first are the pending resources that were failing on their old
@@ -74,7 +81,7 @@ type Tracker struct {
 
 // Start starts a rollout to revision from the states read from the
 // caches; failing names the pending resources whose children were failing.
-func Start(revision string, limits *config.Rollout, states map[types.NamespacedName]State, failing map[types.NamespacedName]bool) *Tracker {
+func Start(revision string, limits Limits, states map[types.NamespacedName]State, failing map[types.NamespacedName]bool) *Tracker {
 	r := &Tracker{revision: revision, limits: limits, states: map[types.NamespacedName]State{}, first: map[types.NamespacedName]bool{}}
 	for k, st := range states {
 		r.states[k] = st
@@ -196,7 +203,7 @@ func (r *Tracker) Revision() string { return r.revision }
 
 // SetLimits takes the entry's limits as a reload changed them; the
 // revision, and so the rollout, is the same.
-func (r *Tracker) SetLimits(limits *config.Rollout) { r.limits = limits }
+func (r *Tracker) SetLimits(limits Limits) { r.limits = limits }
 
 // State returns where key stands, and whether the rollout knows it.
 func (r *Tracker) State(key types.NamespacedName) (State, bool) {
