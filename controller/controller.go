@@ -254,42 +254,33 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: contract.FieldManager})
 	}
 
-	reg, err := registry.New(ctx, registry.Options{
+	reg, rec, err := reconcile.Wire(ctx, registry.Options{
 		Dynamic: opts.Dynamic, Metadata: opts.Metadata, Mapper: opts.Mapper,
 		Namespace: opts.Namespace, CacheSyncTimeout: opts.CacheSyncTimeout,
 		Hooks: registry.Hooks{
 			ParentHandler:      func(g schema.GroupVersionResource) cache.ResourceEventHandler { return c.parentHandler(ctx, g) },
 			ChildHandler:       c.childHandler(ctx),
 			ParentTransform:    transform.Parent,
-			ChildTransform:     func(obj any) (any, error) { return c.rec.TransformChild(obj) },
 			WatchFailed:        c.health.watchFailed,
-			Served:             c.served,
+			Served:             opts.Metrics.setServed,
 			Published:          c.precreate,
 			Removed:            func(entry *registry.Parent) { opts.Metrics.served.DeleteLabelValues(entry.Label) },
 			ChildKindsResolved: func() { c.EnqueueAll() },
 			CheckAccess:        c.checkAccess,
 		},
+	}, reconcile.Options{
+		Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
+		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
+		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
+		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,
 	}, opts.Config, opts.Sets)
 	if err != nil {
 		return nil, err
 	}
-	c.reg = reg
+	c.reg, c.rec = reg, rec
 	c.config.Store(opts.Config)
 	entries := templates.Entries(opts.Sets)
 	c.entries.Store(&entries)
-	c.rec = reconcile.New(reconcile.Options{
-		Registry: reg, Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
-		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
-		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
-		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,
-	})
-	// The kinds of the entries whose templates read live children, as far
-	// as they are known before the caches fill (served entries add theirs).
-	for i, res := range opts.Config.Resources {
-		if gvk, err := opts.Mapper.KindFor(res.GVR()); err == nil {
-			c.rec.ObserveKind(gvk.GroupKind(), opts.Sets[i].ReadsLive())
-		}
-	}
 	c.health.synced = reg.Synced
 	if opts.WriteGate != nil {
 		opts.WriteGate.Set(c.mayWrite)
@@ -422,15 +413,6 @@ func (c *Controller) enqueueResource(g schema.GroupVersionResource) int {
 		c.queue.Add(reconcile.Key{GVR: g, NamespacedName: k})
 	}
 	return len(keys)
-}
-
-// served is told of every evaluation of an entry: the served gauge, and
-// whether the caches keep its children whole for templates that read them.
-func (c *Controller) served(entry *registry.Parent) {
-	c.opts.Metrics.setServed(entry)
-	if entry.Served {
-		c.rec.ObserveKind(entry.GVK.GroupKind(), entry.Set.ReadsLive())
-	}
 }
 
 // precreate makes the metric series of a published entry exist.

@@ -85,28 +85,18 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 		d.CacheSyncTimeout = 2 * time.Minute
 	}
 	rec := newRecorder(d.Dynamic)
-	var rc *reconcile.Reconciler
-	reg, err := registry.New(ctx, registry.Options{
+	reg, rc, err := reconcile.Wire(ctx, registry.Options{
 		Dynamic: d.Dynamic, Metadata: d.Metadata, Mapper: d.Mapper, Namespace: d.Namespace,
 		Hooks: registry.Hooks{
 			ParentTransform: transform.Parent,
-			ChildTransform:  func(obj any) (any, error) { return rc.TransformChild(obj) },
 			Served: func(entry *registry.Parent) {
-				if !entry.Served {
-					return
-				}
-				rec.served(entry)
-				if rc != nil { // nil while registry.New runs: the loop below covers it
-					rc.ObserveKind(entry.GVK.GroupKind(), entry.Set.ReadsLive())
+				if entry.Served {
+					rec.served(entry)
 				}
 			},
 		},
-	}, d.Config, d.Sets)
-	if err != nil {
-		return nil, err
-	}
-	rc = reconcile.New(reconcile.Options{
-		Registry: reg, Dynamic: d.Dynamic, Writer: rec, Metrics: reconcile.NewMetrics(prometheus.NewRegistry()),
+	}, reconcile.Options{
+		Dynamic: d.Dynamic, Writer: rec, Metrics: reconcile.NewMetrics(prometheus.NewRegistry()),
 		Enqueue: func(reconcile.Key) {},
 		// The status a sync would write, written at once: the plan has
 		// no second sync to wait for.
@@ -114,11 +104,9 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 		// A resource a rollout holds is listed as held, with what it
 		// gets when it moves.
 		PlanHeld: true,
-	})
-	for i, res := range d.Config.Resources {
-		if gvk, err := d.Mapper.KindFor(res.GVR()); err == nil {
-			rc.ObserveKind(gvk.GroupKind(), d.Sets[i].ReadsLive())
-		}
+	}, d.Config, d.Sets)
+	if err != nil {
+		return nil, err
 	}
 	crds, err := d.planCRDs(ctx)
 	if err != nil {

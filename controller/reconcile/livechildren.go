@@ -30,18 +30,15 @@ type observingKinds struct {
 }
 
 // observing reports whether children of owner kind gk are cached whole.
-func (c *Reconciler) observing(gk schema.GroupKind) bool {
-	m := c.observingKinds.kinds.Load()
+func (k *observingKinds) observing(gk schema.GroupKind) bool {
+	m := k.kinds.Load()
 	return m != nil && (*m)[gk]
 }
 
-// ObserveKind says whether the children of owner kind gk are cached
-// whole: reads is whether its entry's templates read live children. The
-// controller calls it as each entry is published and served (its kind is
-// known then).
-func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) {
+// observe records whether the children of owner kind gk are cached whole.
+func (k *observingKinds) observe(gk schema.GroupKind, reads bool) {
 	for {
-		old := c.observingKinds.kinds.Load()
+		old := k.kinds.Load()
 		if old != nil && (*old)[gk] == reads {
 			return
 		}
@@ -54,11 +51,33 @@ func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) {
 		} else {
 			delete(next, gk)
 		}
-		if c.observingKinds.kinds.CompareAndSwap(old, &next) {
+		if k.kinds.CompareAndSwap(old, &next) {
 			return
 		}
 	}
 }
+
+// transform is the transform of the child informers: whole for the
+// children of an owner kind whose entry reads live children, else lean
+// (transform.Lean).
+func (k *observingKinds) transform(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	if ref := metav1.GetControllerOf(u); ref != nil {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && k.observing(gv.WithKind(ref.Kind).GroupKind()) {
+			return transform.Whole(u), nil
+		}
+	}
+	return transform.Lean(u)
+}
+
+// ObserveKind says whether the children of owner kind gk are cached
+// whole: reads is whether its entry's templates read live children. Wire
+// calls it for each entry as it is published and served (its kind is
+// known then).
+func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) { c.observingKinds.observe(gk, reads) }
 
 // Rules answer what a render asks of a live child besides the child itself
 // (templates.Live's Ready and Current), as the controller decides them;
@@ -131,18 +150,7 @@ func (c *Reconciler) readWhole(ctx context.Context, childKind *registry.Child, c
 	return transform.Whole(u), nil
 }
 
-// TransformChild is the transform of the child informers: whole for the
-// children of an owner kind whose entry reads live children, else lean
-// (transform.Lean).
-func (c *Reconciler) TransformChild(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	if ref := metav1.GetControllerOf(u); ref != nil {
-		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && c.observing(gv.WithKind(ref.Kind).GroupKind()) {
-			return transform.Whole(u), nil
-		}
-	}
-	return transform.Lean(u)
-}
+// TransformChild is the transform of the child informers (Wire sets it):
+// whole for the children of an owner kind whose entry reads live
+// children, else lean (transform.Lean).
+func (c *Reconciler) TransformChild(obj any) (any, error) { return c.observingKinds.transform(obj) }

@@ -106,13 +106,13 @@ type Reconciler struct {
 	terminating    terminatingNamespaces
 	// observingKinds are the owner kinds whose children the caches keep
 	// whole, for templates that read them (livechildren.go).
-	observingKinds observingKinds
+	observingKinds *observingKinds
 }
 
 // New builds a Reconciler, with Options' defaults applied.
 func New(opts Options) *Reconciler {
 	opts.defaults()
-	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), resources: &resourceStates{}}
+	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), resources: &resourceStates{}, observingKinds: &observingKinds{}}
 	if r.writer == nil {
 		r.writer = apiWriter{client: opts.Dynamic, recorder: opts.Recorder}
 	}
