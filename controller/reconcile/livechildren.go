@@ -77,7 +77,9 @@ func (k *observingKinds) transform(obj any) (any, error) {
 // whole: reads is whether its entry's templates read live children. Wire
 // calls it for each entry as it is published and served (its kind is
 // known then).
-func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) { c.observingKinds.observe(gk, reads) }
+func (c *Reconciler) ObserveKind(gk schema.GroupKind, reads bool) {
+	c.observingKinds.observe(gk, reads)
+}
 
 // Rules answer what a render asks of a live child besides the child itself
 // (templates.Live's Ready and Current), as the controller decides them;
