@@ -166,7 +166,7 @@ func (r *recorder) Synced(o reconcile.Outcome) {
 		res.failures = append(res.failures, failure{Parent: ref, Reason: o.Status.FailReason, Message: oneLine(o.Status.FailMessage)})
 	}
 	if o.Held != "" {
-		res.held = append(res.held, waiting{Parent: ref, Message: o.Held})
+		res.held = append(res.held, waiting{Parent: ref, Message: o.Held, Paused: o.Paused})
 	}
 	switch {
 	case o.Render != nil && len(o.Render.Waits) > 0:

@@ -58,8 +58,9 @@ type Report struct {
 	// Waiting are the resources whose templates would wait for a child
 	// (dependsOn, observed): their children are left as they are.
 	Waiting []waiting
-	// Held are the resources a rollout would leave as they are for now:
-	// their changes are listed all the same, as they move later.
+	// Held are the resources a rollout would leave as they are for now
+	// (their changes are listed all the same, as they move later) and the
+	// paused ones (nothing rendered, nothing written).
 	Held []waiting
 }
 
@@ -67,6 +68,9 @@ type Report struct {
 type waiting struct {
 	Parent  parentRef `json:"parent"`
 	Message string    `json:"message"`
+	// Paused says the resource is held by its stencil.dev/paused
+	// annotation, not by a rollout: nothing of it is rendered.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // HasChanges reports whether something would change, or would fail to
@@ -372,6 +376,9 @@ func WriteText(w io.Writer, r *Report) error {
 	if s.Held > 0 {
 		fmt.Fprintf(&b, ", %d held by a rollout (their changes listed, applied as they move)", s.Held)
 	}
+	if s.Paused > 0 {
+		fmt.Fprintf(&b, ", %d paused (%s: nothing rendered or written)", s.Paused, contract.AnnotationPaused)
+	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -422,10 +429,19 @@ type summary struct {
 	Waiting int `json:"waiting"`
 	// Held counts resources a rollout would hold for now.
 	Held int `json:"held"`
+	// Paused counts resources their stencil.dev/paused annotation holds.
+	Paused int `json:"paused"`
 }
 
 func (r *Report) summary() summary {
-	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged, Waiting: len(r.Waiting), Held: len(r.Held)}
+	s := summary{Create: r.count(actionCreate), Update: r.count(actionUpdate), Prune: r.count(actionPrune), Unchanged: r.Unchanged, Waiting: len(r.Waiting)}
+	for _, h := range r.Held {
+		if h.Paused {
+			s.Paused++
+		} else {
+			s.Held++
+		}
+	}
 	for _, f := range r.Failures {
 		if f.Reason == reasonRenderFailed || f.Reason == reasonRenderKilled {
 			s.RenderFailed++

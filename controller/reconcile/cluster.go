@@ -63,9 +63,10 @@ type Outcome struct {
 	Status status.Outcome
 	// Unchanged counts the rendered children found in sync.
 	Unchanged int
-	// Held, when set, says why a rollout leaves the resource as it is:
-	// nothing was rendered.
-	Held string
+	// Held, when set, says why a rollout, or the stencil.dev/paused
+	// annotation (Paused), leaves the resource as it is.
+	Held   string
+	Paused bool
 }
 
 // apiWriter is the controller's Writer: every write goes to the API server.

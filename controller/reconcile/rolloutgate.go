@@ -116,7 +116,7 @@ func (c *Reconciler) rolloutGate(ctx context.Context, p *pass) bool {
 	}
 	if !admitted {
 		logger.V(4).Info("Rollout: waiting for a slot, children left as they are", "revision", revision)
-		c.writer.Synced(Outcome{Key: key, Parent: parent, Held: held})
+		_ = c.finish(ctx, p, Outcome{Key: key, Parent: parent, Held: held}, nil) // nil: nothing to patch
 	}
 	return admitted
 }

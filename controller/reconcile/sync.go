@@ -103,7 +103,8 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		if entry.Res.Rollout != nil {
 			c.forgetRollout(entry, key)
 		}
-		return c.patchStatus(ctx, p, status.Paused(parent, contract.AnnotationPaused+` is "true": stencil makes no writes for this resource`))
+		msg := contract.AnnotationPaused + ` is "true": stencil makes no writes for this resource`
+		return c.finish(ctx, p, Outcome{Key: key, Parent: parent, Held: "Paused: " + msg, Paused: true}, status.Paused(parent, msg))
 	}
 	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, p) && !c.opts.PlanHeld {
 		// Not moved to the new templates yet: left exactly as it is.
@@ -226,12 +227,23 @@ func (c *Reconciler) failWith(ctx context.Context, p *pass, out status.Outcome, 
 	return err
 }
 
-// setStatus is the one way a sync's outcome reaches the resource: it tells
-// the writer where the sync came to, then patches the status it computes
-// from out (patchStatus).
+// setStatus finishes a sync that came to out: the status computed from
+// it is patched.
 func (c *Reconciler) setStatus(ctx context.Context, p *pass, out status.Outcome, unchanged int) error {
-	c.writer.Synced(Outcome{Key: p.key, Parent: p.parent, Render: p.render, Status: out, Unchanged: unchanged})
-	return c.patchStatus(ctx, p, status.Desired(p.parent, out))
+	return c.finish(ctx, p, Outcome{Key: p.key, Parent: p.parent, Render: p.render, Status: out, Unchanged: unchanged}, status.Desired(p.parent, out))
+}
+
+// finish is the one place a sync's outcome leaves the reconciler, and the
+// only caller of patchStatus: the writer is told where the sync came to
+// (what "stencil diff" records), then the status want is patched, unless
+// want is nil (a first status deferred until the new children report, a
+// resource a rollout holds as it is).
+func (c *Reconciler) finish(ctx context.Context, p *pass, o Outcome, want map[string]any) error {
+	c.writer.Synced(o)
+	if want == nil {
+		return nil
+	}
+	return c.patchStatus(ctx, p, want)
 }
 
 // converge applies, prunes and reports on the rendered children.
@@ -367,8 +379,7 @@ func (c *Reconciler) report(ctx context.Context, p *pass, w *writes) error {
 		// until then kstatus sees the CRD's status default
 		// (observedGeneration 0 < generation) and says InProgress.
 		w.soon(c.opts.FirstStatusDelay)
-		c.writer.Synced(Outcome{Key: p.key, Parent: p.parent, Render: r, Status: out, Unchanged: w.unchanged})
-		return nil
+		return c.finish(ctx, p, Outcome{Key: p.key, Parent: p.parent, Render: r, Status: out, Unchanged: w.unchanged}, nil)
 	}
 	return c.setStatus(ctx, p, out, w.unchanged)
 }

@@ -38,6 +38,7 @@ type diffJSON struct {
 	} `json:"children"`
 	Summary struct {
 		Create, Update, Prune, Unchanged, RenderFailed int
+		Paused                                         int `json:"paused"`
 	} `json:"summary"`
 }
 
@@ -421,6 +422,7 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 		Held []struct {
 			Parent  struct{ Name string } `json:"parent"`
 			Message string                `json:"message"`
+			Paused  bool                  `json:"paused"`
 		} `json:"held"`
 	}
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
@@ -433,11 +435,19 @@ func TestDiffAgreesWithTheController(t *testing.T) {
 	for _, w := range plan.Waiting {
 		planReasons[w.Parent.Name] = "WaitingForDependency"
 	}
-	planHeld := 0
+	planHeld, planPaused := 0, []string{}
 	for _, h := range plan.Held {
 		if strings.HasPrefix(h.Message, "held by the rollout") {
 			planHeld++
 		}
+		if h.Paused && strings.Contains(h.Message, `stencil.dev/paused is "true"`) {
+			planPaused = append(planPaused, h.Parent.Name)
+		}
+	}
+	// The paused resource is in the plan, held: what the controller does
+	// with it (nothing but its status) is said, not left out.
+	if !reflect.DeepEqual(planPaused, []string{"wa-paused"}) || plan.Summary.Paused != 1 {
+		t.Errorf("the plan's paused resources: %v (summary %d), want wa-paused", planPaused, plan.Summary.Paused)
 	}
 	planServices, planPruned, planMoved := map[string]bool{}, map[string]bool{}, 0
 	for _, c := range plan.Children {
