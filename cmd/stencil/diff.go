@@ -17,11 +17,12 @@ import (
 )
 
 func diffCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("diff", "--config NEW.yaml | --watches FILE [--kubeconfig F] [--namespace NS] [-o text|json]")
+	fs := newFlagSet("diff", "--config NEW.yaml | --watches FILE [--kubeconfig F] [--namespace NS] [--manage-crds] [-o text|json]")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; empty uses $KUBECONFIG or the in-cluster config")
 	src := addSourceFlags(fs, "stencil.yaml", "config `file` whose renders are compared with the live cluster")
 	namespace := fs.String("namespace", "", "diff only the resources of this `namespace` (default: each entry's namespaces, or all)")
 	output := fs.String("o", "text", "output `format`: text or json")
+	manageCRDs := fs.Bool("manage-crds", false, "also plan the generated CRDs, as run --manage-crds applies them (the same decision)")
 	workers := fs.Int("workers", 8, "resources diffed in parallel")
 	qps := fs.Float64("qps", 100, "client-side QPS limit towards the API server")
 	burst := fs.Int("burst", 200, "client-side burst limit towards the API server")
@@ -68,7 +69,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	ctx = klog.NewContext(ctx, klog.Background().V(2))
 	d := &plan.Planner{
 		Config: cfg, Sets: sets, Dynamic: cl.dynamic, Metadata: cl.metadata, Mapper: cl.mapper,
-		Namespace: *namespace, Workers: *workers, Warn: stderr,
+		Namespace: *namespace, Workers: *workers, Warn: stderr, ManageCRDs: *manageCRDs,
 	}
 	if isTerminal(stderr) {
 		d.Progress = stderr

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
-	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/install"
@@ -87,12 +86,17 @@ func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig str
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	objs, err := controller.DryRunCRDs(ctx, client, entries)
+	changes, err := reconcile.PlanCRDs(ctx, client, entries)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: the API server refuses a generated CRD:\n%v\n", cfg.Path, err)
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: the API server accepts %s (dry run)\n", cfg.Path, plural(len(objs), "generated CRD"))
+	objs, err := entry.CRDObjects(entries)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil validate: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "%s: the API server accepts %s (dry run; %d would change)\n", cfg.Path, plural(len(objs), "generated CRD"), len(changes))
 	return exitOK
 }
 

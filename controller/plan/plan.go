@@ -23,9 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
@@ -35,7 +33,6 @@ import (
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
-	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates"
 )
 
@@ -66,6 +63,9 @@ type Planner struct {
 	Mapper   meta.RESTMapper
 	// Namespace, when set, plans that namespace's resources only.
 	Namespace string
+	// ManageCRDs plans the generated CRDs as run --manage-crds applies
+	// them.
+	ManageCRDs bool
 	// Workers is how many resources are planned in parallel.
 	Workers int
 	// CacheSyncTimeout bounds the wait for the caches (default 2m).
@@ -143,32 +143,22 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 	return report, nil
 }
 
-// planCRDs asks what applying the CRDs the config generates would change
-// (run --manage-crds applies them): a dry run of each, against the live
-// one.
+// planCRDs says what "run --manage-crds" would do to the CRDs the config
+// generates: reconcile.PlanCRDs, the controller's own decision, printed.
 func (d *Planner) planCRDs(ctx context.Context) ([]childDiff, error) {
-	objs, err := entry.CRDObjects(templates.Entries(d.Sets))
+	if !d.ManageCRDs {
+		return nil, nil
+	}
+	changes, err := reconcile.PlanCRDs(ctx, d.Dynamic, templates.Entries(d.Sets))
 	if err != nil {
 		return nil, err
 	}
 	var out []childDiff
-	client := d.Dynamic.Resource(registry.CRDResource)
-	for _, u := range objs {
-		c := childDiff{Parent: parentRef{Resource: registry.CRDResource.Resource, Name: u.GetName()},
-			Kind: u.GetKind(), Name: u.GetName(), Action: actionCreate}
-		live, err := client.Get(ctx, u.GetName(), metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("reading CRD %s: %w", u.GetName(), err)
-		}
-		result, err := reconcile.DryRunApply(ctx, client, u)
-		if err != nil {
-			return nil, fmt.Errorf("CRD %s: %w", u.GetName(), err)
-		}
-		if live != nil {
-			c.Action, c.Changes = actionUpdate, objectChanges(live.Object, result.Object, false)
-			if len(c.Changes) == 0 {
-				continue
-			}
+	for _, ch := range changes {
+		c := childDiff{Parent: parentRef{Resource: registry.CRDResource.Resource, Name: ch.Want.GetName()},
+			Kind: ch.Want.GetKind(), Name: ch.Want.GetName(), Action: actionCreate}
+		if ch.Live != nil {
+			c.Action, c.Changes = actionUpdate, objectChanges(ch.Live.Object, ch.Result.Object, false)
 		}
 		out = append(out, c)
 	}

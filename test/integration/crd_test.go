@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
@@ -186,9 +189,9 @@ func TestManagedCRD(t *testing.T) {
 	}
 
 	// A reload that adds an optional field, planned first: stencil diff
-	// shows the CRD's change.
+	// --manage-crds shows the CRD's change.
 	next := writeConfig(t, dir, gadgetConfig("v1", "\n        size: string | maxLength=10"))
-	if status, out := runDiff(t, next, ns, "-o", "json"); status != 1 || !strings.Contains(out, `"kind": "CustomResourceDefinition"`) ||
+	if status, out := runDiff(t, next, ns, "--manage-crds", "-o", "json"); status != 1 || !strings.Contains(out, `"kind": "CustomResourceDefinition"`) ||
 		!strings.Contains(out, "properties.spec.properties.size") {
 		t.Errorf("stencil diff of the config adding spec.size: exit %d, want 1 and the CRD's update naming spec.size:\n%s", status, out)
 	}
@@ -274,11 +277,52 @@ func TestManagedCRD(t *testing.T) {
 	r.settle(t, reconciled, 2)
 	r.stop(t)
 	restart.mu.Lock()
-	defer restart.mu.Unlock()
 	if restarted != 0 || len(restart.mutating) != 0 {
 		t.Errorf("a restart with a managed CRD, then a resync, wrote: %v", restart.mutating)
 	}
+	restart.mu.Unlock()
 	t.Logf("restart and resync: %d reads, 0 writes", restart.reads.Load())
+	handEditedCRD(ctx, t, cfg, ns, next)
+}
+
+// handEditedCRD: someone edits the managed CRD by hand (a shortName
+// added; its applied-hash annotation unchanged). stencil diff
+// --manage-crds lists the CRD's update on that field, diff without the
+// flag does not; run --manage-crds puts the CRD back, as the plan said;
+// then the plan is empty.
+func handEditedCRD(ctx context.Context, t *testing.T, cfg *rest.Config, ns, path string) {
+	admin := dynamic.NewForConfigOrDie(cfg)
+	crds := admin.Resource(crdsGVR)
+	shortNames := func() []string {
+		u, err := crds.Get(ctx, "gadgets.gen.stencil.dev", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "names", "shortNames")
+		return names
+	}
+	if _, err := crds.Patch(ctx, "gadgets.gen.stencil.dev", types.MergePatchType, []byte(`{"spec":{"names":{"shortNames":["gd","gx"]}}}`),
+		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	status, out := runDiff(t, path, ns, "--manage-crds", "-o", "json")
+	if status != 1 || !strings.Contains(out, `"kind": "CustomResourceDefinition"`) || !strings.Contains(out, "spec.names.shortNames") {
+		t.Errorf("diff --manage-crds of a hand-edited CRD: exit %d, want 1 and the CRD's update on spec.names.shortNames:\n%s", status, out)
+	}
+	if _, out := runDiff(t, path, ns, "-o", "json"); strings.Contains(out, "CustomResourceDefinition") {
+		t.Errorf("diff without --manage-crds lists the CRD:\n%s", out)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	poll(t, time.Minute, "run --manage-crds to put the CRD back", func() (bool, error) {
+		return reflect.DeepEqual(shortNames(), []string{"gd"}), nil
+	})
+	r.settle(t, 0, 2)
+	r.stop(t)
+	if status, out := runDiff(t, path, ns, "--manage-crds", "-o", "json"); status != 0 || strings.Contains(out, "CustomResourceDefinition") {
+		t.Errorf("diff --manage-crds after run put the CRD back: exit %d, want 0 and no CRD:\n%s", status, out)
+	}
+	t.Logf("hand-edited CRD: planned, put back by run --manage-crds (writes %v), then planned as unchanged", cnt.mutating)
 }
 
 // reload loads the config at path and hands it to the running controller.
