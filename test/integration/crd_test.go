@@ -91,7 +91,14 @@ func writeConfig(t *testing.T, dir, text string) string {
 // and what it printed.
 func kubectl(t *testing.T, stdin string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), args...)
+	return runTool(t, "kubectl", stdin, args...)
+}
+
+// runTool runs bin/NAME with stdin; it returns the exit status and what
+// it printed.
+func runTool(t *testing.T, name, stdin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "bin", name), args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -460,20 +467,9 @@ func TestManifestsPassTheServer(t *testing.T) {
 // CEL packages) and are refused by validate --server, naming the CRD and
 // the rule; the team's valid config passes it.
 func TestValidateServer(t *testing.T) {
-	bin := filepath.Join(root, "bin", "stencil")
 	kubeconfig := os.Getenv("KUBECONFIG")
 	validate := func(path string, args ...string) (int, string) {
-		cmd := exec.Command(bin, append([]string{"validate", "--config", path}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if exit, ok := err.(*exec.ExitError); ok {
-			return exit.ExitCode(), out.String()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String()
+		return runTool(t, "stencil", "", append([]string{"validate", "--config", path}, args...)...)
 	}
 	good := writeConfig(t, t.TempDir(), gadgetConfig("v1", ""))
 	if status, out := validate(good, "--server", "--kubeconfig", kubeconfig); status != 0 || !strings.Contains(out, "accepts 1 generated CRD") {
