@@ -8,7 +8,7 @@
 // kubeconfig (with --watches, those that take it ask the API server's
 // discovery for each kind's plural, source.go). validate
 // checks a config and its templates, render prints the children a custom
-// resource would get, rbac prints the least-privilege ClusterRole, argocd
+// resource would get, test runs a config's test cases (test.go), rbac prints the least-privilege ClusterRole, argocd
 // prints Argo CD health checks, crd prints the CRDs the entries' schemas
 // generate, manifests prints everything a cluster needs to run stencil with
 // a config (manifests.go), version prints the version.
@@ -42,6 +42,7 @@ Commands:
   run        run the controller (stencil run -h for flags)
   validate   check a config file and its templates, offline
   render     print the children of custom resources as YAML, offline
+  test       run a config's test cases (tests/*.yaml), offline
   rbac       print the least-privilege ClusterRole for a config
   argocd     print Argo CD health checks (argocd-cm entries) for a config
   crd        print the CRDs of the entries that declare their API (schema)
@@ -75,6 +76,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validateCommand(rest, stdout, stderr)
 	case "render":
 		return renderCommand(rest, stdin, stdout, stderr)
+	case "test":
+		return testCommand(rest, stdout, stderr)
 	case "rbac":
 		return rbacCommand(rest, stdout, stderr)
 	case "argocd":

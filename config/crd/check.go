@@ -139,23 +139,35 @@ func checkDefaults(s *apiextensionsv1.JSONSchemaProps, p *field.Path) field.Erro
 // checkDefault validates s.Default against s.
 func checkDefault(s *apiextensionsv1.JSONSchemaProps, p *field.Path) field.ErrorList {
 	bare := s.DeepCopy()
-	bare.Default, bare.XValidations = nil, nil
-	raw, err := json.Marshal(bare)
+	bare.Default = nil
+	sch, err := openAPISchema(bare)
 	if err != nil {
-		return field.ErrorList{field.InternalError(p, err)}
-	}
-	var sch spec.Schema
-	if err := json.Unmarshal(raw, &sch); err != nil {
 		return field.ErrorList{field.InternalError(p, err)}
 	}
 	var value any
 	if err := json.Unmarshal(s.Default.Raw, &value); err != nil {
 		return field.ErrorList{field.Invalid(p, string(s.Default.Raw), "is not JSON")}
 	}
-	res := validate.NewSchemaValidator(&sch, nil, "", strfmt.Default).Validate(value)
+	res := validate.NewSchemaValidator(sch, nil, "", strfmt.Default).Validate(value)
 	var errs field.ErrorList
 	for _, e := range res.Errors {
 		errs = append(errs, field.Invalid(p, value, strings.TrimPrefix(e.Error(), " in body ")))
 	}
 	return errs
+}
+
+// openAPISchema is s as kube-openapi's validator takes it, without its CEL
+// rules (the validator does not run them).
+func openAPISchema(s *apiextensionsv1.JSONSchemaProps) (*spec.Schema, error) {
+	bare := s.DeepCopy()
+	bare.XValidations = nil
+	raw, err := json.Marshal(bare)
+	if err != nil {
+		return nil, err
+	}
+	var sch spec.Schema
+	if err := json.Unmarshal(raw, &sch); err != nil {
+		return nil, err
+	}
+	return &sch, nil
 }

@@ -1,0 +1,402 @@
+package configtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller/reconcile"
+	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
+)
+
+// Options are the flags of "stencil test".
+type Options struct {
+	// Update rewrites every golden file with what the case renders.
+	Update bool
+	// Run, when set, runs only the cases whose ID (file: name) it matches.
+	Run *regexp.Regexp
+}
+
+// Runner runs cases against one loaded config.
+type Runner struct {
+	cfg     *config.Config
+	sets    []*templates.Set
+	schemas *schemas
+	opts    Options
+}
+
+// NewRunner returns a Runner over cfg's loaded sets.
+func NewRunner(cfg *config.Config, sets []*templates.Set, opts Options) (*Runner, error) {
+	sch, err := newSchemas(templates.Entries(sets))
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, sets: sets, schemas: sch, opts: opts}, nil
+}
+
+// Result is what one case came to.
+type Result struct {
+	// Case is the case; Skipped says -run left it out.
+	Case    *Case
+	Skipped bool
+	// Failures say why the case failed, each a paragraph; none: passed.
+	Failures []string
+	// Updated says --update rewrote the case's golden file.
+	Updated bool
+	// Took is how long the case ran.
+	Took time.Duration
+}
+
+// Passed says whether the case passed (or was skipped).
+func (r *Result) Passed() bool { return len(r.Failures) == 0 }
+
+// rendered is one render of a case: what the controller would apply, and
+// the status it would patch.
+type rendered struct {
+	children []*unstructured.Unstructured
+	status   map[string]any
+	waits    []string
+}
+
+// Run runs every case of the files, in order, and returns their results.
+// An error is a case that cannot run for its test file's fault (its
+// assertions do not compile, no entry serves its resource): "stencil
+// test" exits 2.
+func (r *Runner) Run(files []*File) ([]*Result, error) {
+	progs, err := compileAssertions(files)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Result
+	for _, f := range files {
+		for _, c := range f.Cases {
+			res := &Result{Case: c}
+			out = append(out, res)
+			if r.opts.Run != nil && !r.opts.Run.MatchString(c.ID()) {
+				res.Skipped = true
+				continue
+			}
+			start := time.Now()
+			if err := r.runCase(c, progs[c], res); err != nil {
+				return nil, err
+			}
+			res.Took = time.Since(start)
+		}
+	}
+	return out, nil
+}
+
+// runCase runs c into res.
+func (r *Runner) runCase(c *Case, progs []*assertion, res *Result) error {
+	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
+	set, err := r.findSet(c)
+	if err != nil {
+		return &FileError{File: c.file, Field: fmt.Sprintf("cases[%d] (%s).resource", c.index, c.Name), Err: err}
+	}
+	refused := r.schemas.checkResource(set, c.resource)
+	if c.Error != "" && slices.ContainsFunc(refused, func(p string) bool { return strings.Contains(p, c.Error) }) {
+		// What the case expects: the API server refuses the resource,
+		// and stencil never sees it.
+		return nil
+	}
+	for _, p := range refused {
+		fail("the resource is refused by its entry's CRD: %s", p)
+	}
+	first, err := r.render(set, c)
+	if c.Error != "" {
+		switch {
+		case err == nil:
+			fail("want a render that fails with %q; it rendered %d children", c.Error, len(first.children))
+		case !strings.Contains(err.Error(), c.Error):
+			fail("want a render that fails with %q; it failed with:\n%s", c.Error, indent(err.Error()))
+		}
+		return nil
+	}
+	if err != nil {
+		fail("the render failed:\n%s", indent(err.Error()))
+		return nil
+	}
+	if second, err := r.render(set, c); err != nil {
+		fail("the second render failed (the first did not):\n%s", indent(err.Error()))
+	} else if path, a, b, differ := firstDifference(first.document(nil), second.document(nil)); differ {
+		fail("two renders differ at %s: %s, then %s (a random value, or a map's order?)", path, show(a), show(b))
+	}
+	for _, u := range first.children {
+		for _, p := range r.schemas.checkObject(u) {
+			fail("%s %s: %s", u.GetKind(), u.GetName(), p)
+		}
+	}
+	if c.Golden != "" {
+		r.golden(c, first, res)
+	}
+	for _, a := range progs {
+		if msg := a.check(first, c.resource); msg != "" {
+			fail("%s", msg)
+		}
+	}
+	return nil
+}
+
+// findSet returns the set of the entry that serves c's resource.
+func (r *Runner) findSet(c *Case) (*templates.Set, error) {
+	gv, err := schema.ParseGroupVersion(c.resource.GetAPIVersion())
+	if err != nil {
+		return nil, err
+	}
+	var matches []*templates.Set
+	for _, s := range r.sets {
+		res := s.Resource()
+		if res.Group == gv.Group && res.Version == gv.Version && (c.Entry == "" || res.Resource == c.Entry) {
+			matches = append(matches, s)
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return nil, fmt.Errorf("%s serves no %s %s", r.cfg.Path, c.resource.GetAPIVersion(), cmpOr(c.Entry, c.resource.GetKind()))
+	default:
+		return nil, fmt.Errorf("several entries of %s serve %s: name one with entry: PLURAL", r.cfg.Path, gv)
+	}
+}
+
+// render renders c as the controller would: the children, given the
+// observed ones, and the status it would patch after applying them (each
+// child as observed where the case gives it, else as just created).
+func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
+	parent := c.resource.DeepCopy()
+	obj, err := view.NewObject(parent, set.Resource().GVR())
+	if err != nil {
+		return nil, err
+	}
+	live := observedChildren{children: map[string]*unstructured.Unstructured{}}
+	for _, o := range c.observed {
+		if o.GetNamespace() == parent.GetNamespace() {
+			live.children[o.GetKind()+"/"+o.GetName()] = o
+		}
+	}
+	res, err := set.RenderWith(obj, live)
+	if err != nil {
+		return nil, err
+	}
+	out := &rendered{children: res.Children}
+	var waits []string
+	for _, w := range res.Waits {
+		waits = append(waits, w.String())
+	}
+	out.waits = waits
+	seen := make([]*unstructured.Unstructured, len(res.Children))
+	for i, ch := range res.Children {
+		if o, ok := live.Child(ch.GetKind(), ch.GetName()); ok {
+			seen[i] = o
+		} else {
+			seen[i] = ch
+		}
+	}
+	so := status.Outcome{Extra: res.Status, KeepTemplateStatus: res.StatusWaits, Live: seen, Waiting: strings.Join(waits, "; ")}
+	if res.Release != "" {
+		so.Release = &status.Release{Notes: res.Notes}
+	}
+	out.status = status.Desired(parent, so)
+	maskTimes(out.status)
+	return out, nil
+}
+
+// observedChildren is templates.Live over a case's observed children.
+type observedChildren struct {
+	reconcile.Rules
+	children map[string]*unstructured.Unstructured
+}
+
+// Child returns the observed child of that kind and name.
+func (l observedChildren) Child(kind, name string) (*unstructured.Unstructured, bool) {
+	u, ok := l.children[kind+"/"+name]
+	return u, ok
+}
+
+// maskTimes replaces each condition's lastTransitionTime, the time of the
+// run, so that a golden file and two renders compare.
+func maskTimes(st map[string]any) {
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok {
+			if _, ok := m["lastTransitionTime"]; ok {
+				m["lastTransitionTime"] = "<time of the run>"
+			}
+		}
+	}
+}
+
+// document is the render as one object, the golden file's content: the
+// children in render order and the status; each ignored path shown as
+// ignored.
+func (r *rendered) document(ignore []string) map[string]any {
+	children := make([]any, len(r.children))
+	for i, c := range r.children {
+		obj := runtime.DeepCopyJSON(c.Object)
+		for _, p := range ignore {
+			ignorePath(obj, strings.Split(p, "."))
+		}
+		children[i] = obj
+	}
+	doc := map[string]any{"children": children, "status": runtime.DeepCopyJSONValue(r.status)}
+	if len(r.waits) > 0 {
+		waits := make([]any, len(r.waits))
+		for i, w := range r.waits {
+			waits[i] = w
+		}
+		doc["waits"] = waits
+	}
+	return doc
+}
+
+// ignorePath replaces the value at path in obj, where there is one.
+func ignorePath(obj map[string]any, path []string) {
+	for i, k := range path {
+		v, ok := obj[k]
+		if !ok {
+			return
+		}
+		if i == len(path)-1 {
+			obj[k] = "<ignored>"
+			return
+		}
+		if obj, ok = v.(map[string]any); !ok {
+			return
+		}
+	}
+}
+
+// golden compares the render with c's golden file, or writes it.
+func (r *Runner) golden(c *Case, got *rendered, res *Result) {
+	path := c.Golden
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(c.file), path)
+	}
+	data, err := yaml.Marshal(got.document(c.Ignore))
+	if err != nil {
+		res.Failures = append(res.Failures, err.Error())
+		return
+	}
+	if r.opts.Update {
+		old, _ := os.ReadFile(path)
+		if string(old) != string(data) {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+				err = os.WriteFile(path, data, 0o644)
+			}
+			if err != nil {
+				res.Failures = append(res.Failures, fmt.Sprintf("writing %s: %v", path, err))
+				return
+			}
+			res.Updated = true
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		res.Failures = append(res.Failures, fmt.Sprintf("golden file %s does not exist (stencil test --update writes it)", path))
+		return
+	}
+	if err != nil {
+		res.Failures = append(res.Failures, err.Error())
+		return
+	}
+	if string(want) != string(data) {
+		res.Failures = append(res.Failures, fmt.Sprintf("the render differs from %s (--update rewrites it):\n%s", path,
+			unifiedDiff(path, "render", string(want), string(data))))
+	}
+}
+
+// firstDifference returns the first path where a and b differ.
+func firstDifference(a, b any) (path string, x, y any, differ bool) {
+	var walk func(p string, a, b any) bool
+	walk = func(p string, a, b any) bool {
+		am, aok := a.(map[string]any)
+		bm, bok := b.(map[string]any)
+		if aok && bok {
+			keys := map[string]bool{}
+			for k := range am {
+				keys[k] = true
+			}
+			for k := range bm {
+				keys[k] = true
+			}
+			sorted := make([]string, 0, len(keys))
+			for k := range keys {
+				sorted = append(sorted, k)
+			}
+			slices.Sort(sorted)
+			for _, k := range sorted {
+				if walk(join(p, k), am[k], bm[k]) {
+					return true
+				}
+			}
+			return false
+		}
+		al, aok := a.([]any)
+		bl, bok := b.([]any)
+		if aok && bok && len(al) == len(bl) {
+			for i := range al {
+				if walk(fmt.Sprintf("%s[%d]", p, i), al[i], bl[i]) {
+					return true
+				}
+			}
+			return false
+		}
+		if !reflect.DeepEqual(a, b) {
+			path, x, y = p, a, b
+			return true
+		}
+		return false
+	}
+	differ = walk("", a, b)
+	return path, x, y, differ
+}
+
+// join appends key k to path p.
+func join(p, k string) string {
+	if p == "" {
+		return k
+	}
+	return p + "." + k
+}
+
+// show prints a value short.
+func show(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// indent indents every line of s by four spaces.
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+// cmpOr returns the first of its arguments that is not empty.
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
