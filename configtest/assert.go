@@ -45,6 +45,9 @@ var comparisons = map[string]string{"_==_": "==", "_!=_": "!=", "_<_": "<", "_<=
 // celEnv is the environment every assertion compiles in.
 func celEnv() (*cel.Env, error) {
 	return cel.NewEnv(
+		// Kept so that a failure can print the sides of a comparison
+		// that holds a macro (filter, exists) as written.
+		cel.EnableMacroCallTracking(),
 		cel.Variable("objects", cel.ListType(cel.DynType)),
 		cel.Variable("status", cel.DynType),
 		cel.Variable("resource", cel.DynType),
