@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
+
+	"stencil.dev/stencil/templates"
 )
 
 // unifiedDiff is a unified diff of two texts.
@@ -141,4 +143,49 @@ func WriteJUnit(path string, results []*Result) error {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// PrintCoverage writes which branches of each template the cases took
+// (templates.Coverage), the ones not taken by location, and the total; it
+// returns the percentage taken (100 with no branch at all).
+func PrintCoverage(w io.Writer, cov *templates.Coverage) float64 {
+	branches, taken := cov.Branches()
+	type file struct {
+		name        string
+		total, took int
+		missed      []string
+	}
+	var files []*file
+	byName := map[string]*file{}
+	total, took := 0, 0
+	for i, b := range branches {
+		f, ok := byName[b.Template]
+		if !ok {
+			f = &file{name: b.Template}
+			byName[b.Template] = f
+			files = append(files, f)
+		}
+		f.total++
+		total++
+		if taken[i] > 0 {
+			f.took++
+			took++
+		} else {
+			f.missed = append(f.missed, b.Location+": "+b.Kind)
+		}
+	}
+	pct := func(a, b int) float64 {
+		if b == 0 {
+			return 100
+		}
+		return 100 * float64(a) / float64(b)
+	}
+	fmt.Fprintf(w, "coverage: %d of %d template branches taken (%.1f%%)\n", took, total, pct(took, total))
+	for _, f := range files {
+		fmt.Fprintf(w, "  %s: %d of %d (%.1f%%)\n", f.name, f.took, f.total, pct(f.took, f.total))
+		for _, m := range f.missed {
+			fmt.Fprintf(w, "    not taken: %s\n", m)
+		}
+	}
+	return pct(took, total)
 }

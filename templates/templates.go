@@ -57,6 +57,10 @@ type Options struct {
 	// .Capabilities (the API server's version and API versions); nil:
 	// Helm's defaults, as helm template has them.
 	Capabilities *common.Capabilities
+	// Coverage, when set, records which branches renders take (own
+	// templates only; "stencil test --coverage" renders in this process
+	// then, since a render worker loads its own sets).
+	Coverage *Coverage
 	// unbudgeted loads the templates without the render budget's
 	// counting, for BenchmarkRender's baseline only.
 	unbudgeted bool
@@ -245,6 +249,9 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if opts.Coverage != nil {
+		opts.Coverage.instrument(root)
 	}
 	s.root = root
 	var cycle []string

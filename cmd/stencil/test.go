@@ -14,15 +14,18 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/configtest"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
 func testCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("test", "[--config FILE] [PATH...] [--update] [--junit FILE] [-run REGEX] [--kube-version V]")
+	fs := newFlagSet("test", "[--config FILE] [PATH...] [--update] [--junit FILE] [--coverage] [--min-coverage N] [-run REGEX] [--kube-version V]")
 	cfgPath := fs.String("config", "stencil.yaml", "config `file` the cases render with")
 	update := fs.Bool("update", false, "rewrite every golden file with what its case renders")
 	junit := fs.String("junit", "", "also write the results as JUnit XML to `file`")
 	run := fs.String("run", "", "run only the cases whose file: name matches this `regex`")
+	coverage := fs.Bool("coverage", false, "print which if/else/range/with branches of each template the cases took (renders then run in this process)")
+	minCoverage := fs.Float64("min-coverage", 0, "fail (exit 1) when the cases take fewer than `N` percent of the templates' branches; implies --coverage")
 	kubeVersion := fs.String("kube-version", "", "Kubernetes `version` a chart sees as .Capabilities.KubeVersion (default: Helm's, as helm template)")
 	// Paths and flags may come in any order: flag stops at the first
 	// path, so parse again after each.
@@ -83,13 +86,19 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 		printErrors(stderr, errors.Join(loadErrs...))
 		return exitUsage
 	}
-	// The cases render through the same wall as run and render.
-	wall := newWall(1, klog.Background().V(2), nil)
-	if wall != nil {
-		defer wall.Close()
+	topts := templates.Options{Capabilities: caps}
+	var wall *renderworker.Pool
+	if *coverage || *minCoverage > 0 {
+		// A render worker loads its own sets, without the branch calls.
+		topts.Coverage = templates.NewCoverage()
+	} else {
+		// The cases render through the same wall as run and render.
+		if wall = newWall(1, klog.Background().V(2), nil); wall != nil {
+			defer wall.Close()
+		}
 	}
 	src := &sourceFlags{config: cfgPath, watches: new(string), wall: wall}
-	cfg, sets, ok := src.load(fs, templates.Options{Capabilities: caps}, stderr)
+	cfg, sets, ok := src.load(fs, topts, stderr)
 	if !ok {
 		return exitUsage
 	}
@@ -109,6 +118,12 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 		if err := configtest.WriteJUnit(*junit, results); err != nil {
 			fmt.Fprintf(stderr, "stencil test: --junit: %v\n", err)
 			return exitUsage
+		}
+	}
+	if topts.Coverage != nil {
+		if pct := configtest.PrintCoverage(stdout, topts.Coverage); pct < *minCoverage {
+			fmt.Fprintf(stdout, "coverage %.1f%% is under --min-coverage %g%%\n", pct, *minCoverage)
+			return exitFailed
 		}
 	}
 	if sum.Failed > 0 {

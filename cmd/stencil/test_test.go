@@ -313,3 +313,24 @@ func BenchmarkStencilTest(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/1000-cases")
 }
+
+// TestStencilTestCoverage: --coverage lists each template's branches not
+// taken; --min-coverage fails under its threshold.
+func TestStencilTestCoverage(t *testing.T) {
+	path := writeGadgetConfig(t, map[string]string{"a.yaml": `cases:
+  - {name: quiet, resource: objects/gadget.yaml, observed: [objects/db-live.yaml], assert: ["objects.size() == 2"]}
+`})
+	r := stencil(t, "", "test", "--config", path, "--coverage")
+	r.expect(t, 0, []string{"coverage: 1 of 2 template branches taken (50.0%)", "app.yaml.tmpl: 1 of 2 (50.0%)", "not taken: app.yaml.tmpl:16: if"}, nil)
+	stencil(t, "", "test", "--config", path, "--min-coverage", "60").expect(t, 1, []string{"coverage 50.0% is under --min-coverage 60%"}, nil)
+	stencil(t, "", "test", "--config", path, "--min-coverage", "50").expect(t, 0, []string{"(50.0%)"}, nil)
+
+	// A case with debug takes the other branch.
+	more := filepath.Join(filepath.Dir(path), "tests", "b.yaml")
+	if err := os.WriteFile(more, []byte(`cases:
+  - {name: debug, resource: {apiVersion: gen.example.com/v1, kind: Gadget, metadata: {name: g, namespace: team-a}, spec: {image: x, debug: true}}, observed: [objects/db-live.yaml], assert: ["objects[1].spec.template.spec.containers[0].args == ['--debug']"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stencil(t, "", "test", "--config", path, "--min-coverage", "100").expect(t, 0, []string{"coverage: 2 of 2 template branches taken (100.0%)"}, nil)
+}
