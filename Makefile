@@ -20,8 +20,9 @@ help: ## List the targets
 	@echo "Usage: make TARGET"
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-17s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-build: ## Build bin/stencil
+build: ## Build bin/stencil and bin/stencil-test (what "stencil test" runs)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/stencil ./cmd/stencil
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/stencil-test ./cmd/stencil-test
 
 tools: ## Build the pinned control-plane binaries, kwok and promtool into bin/ (skipped when up to date)
 	test/tools/install.sh
@@ -120,6 +121,6 @@ lint: ## Check formatting (gofmt), run go vet, and shellcheck every script
 fmt: ## Format the Go code with gofmt
 	gofmt -w $$(find . -name '*.go' -not -path './bin/*' -not -path './.cluster/*')
 
-clean: ## Stop the local plane and remove bin/stencil and .cluster (keeps the tools in bin/)
+clean: ## Stop the local plane and remove bin/stencil, bin/stencil-test and .cluster (keeps the tools in bin/)
 	$(CLUSTER)/down.sh
-	rm -rf bin/stencil .cluster
+	rm -rf bin/stencil bin/stencil-test .cluster

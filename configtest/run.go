@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/templates"
@@ -33,19 +32,20 @@ type Options struct {
 
 // Runner runs cases against one loaded config.
 type Runner struct {
-	cfg     *config.Config
+	// path is the config file.
+	path    string
 	sets    []*templates.Set
 	schemas *schemas
 	opts    Options
 }
 
-// NewRunner returns a Runner over cfg's loaded sets.
-func NewRunner(cfg *config.Config, sets []*templates.Set, opts Options) (*Runner, error) {
+// NewRunner returns a Runner over the sets loaded from the config at path.
+func NewRunner(path string, sets []*templates.Set, opts Options) (*Runner, error) {
 	sch, err := newSchemas(templates.Entries(sets))
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, sets: sets, schemas: sch, opts: opts}, nil
+	return &Runner{path: path, sets: sets, schemas: sch, opts: opts}, nil
 }
 
 // Result is what one case came to.
@@ -168,9 +168,9 @@ func (r *Runner) findSet(c *Case) (*templates.Set, error) {
 	case 1:
 		return matches[0], nil
 	case 0:
-		return nil, fmt.Errorf("%s serves no %s %s", r.cfg.Path, c.resource.GetAPIVersion(), cmpOr(c.Entry, c.resource.GetKind()))
+		return nil, fmt.Errorf("%s serves no %s %s", r.path, c.resource.GetAPIVersion(), cmpOr(c.Entry, c.resource.GetKind()))
 	default:
-		return nil, fmt.Errorf("several entries of %s serve %s: name one with entry: PLURAL", r.cfg.Path, gv)
+		return nil, fmt.Errorf("several entries of %s serve %s: name one with entry: PLURAL", r.path, gv)
 	}
 }
 

@@ -77,7 +77,7 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "render":
 		return renderCommand(rest, stdin, stdout, stderr)
 	case "test":
-		return testCommand(rest, stdout, stderr)
+		return testCommand(rest, stdin, stdout, stderr)
 	case "rbac":
 		return rbacCommand(rest, stdout, stderr)
 	case "argocd":

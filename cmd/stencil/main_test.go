@@ -287,3 +287,17 @@ status: {observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 
 		t.Errorf("no Deployment shop in the output:\n%s", r.stdout)
 	}
 }
+
+// TestTestRunsStencilTest: stencil test runs the stencil-test binary
+// (found on PATH here) with its arguments, and exits as it does.
+func TestTestRunsStencilTest(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho \"stencil-test $*\"\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(dir, "stencil-test"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	stencil(t, "", "test", "--config", "x.yaml", "tests/a.yaml").expect(t, 3, []string{"stencil-test --config x.yaml tests/a.yaml"}, nil)
+	t.Setenv("PATH", t.TempDir())
+	stencil(t, "", "test").expect(t, 2, nil, []string{"stencil-test is neither next to stencil nor on PATH"})
+}

@@ -1,133 +1,53 @@
 package main
 
-// "stencil test": a platform team's offline tests of its config (package
-// configtest); here, the flags, the exit status and the output.
+// "stencil test" runs the stencil-test binary (cmd/stencil-test), found
+// next to this one or on PATH, with the same arguments, as git runs its
+// subcommands: its CEL and schema packages would cost every stencil
+// process, render workers included, 11 MiB at start.
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"regexp"
-	"time"
-
-	"k8s.io/klog/v2"
-
-	"stencil.dev/stencil/configtest"
-	"stencil.dev/stencil/renderworker"
-	"stencil.dev/stencil/templates"
+	"os"
+	"os/exec"
+	"path/filepath"
 )
 
-func testCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("test", "[--config FILE] [PATH...] [--update] [--junit FILE] [--coverage] [--min-coverage N] [-run REGEX] [--kube-version V]")
-	cfgPath := fs.String("config", "stencil.yaml", "config `file` the cases render with")
-	update := fs.Bool("update", false, "rewrite every golden file with what its case renders")
-	junit := fs.String("junit", "", "also write the results as JUnit XML to `file`")
-	run := fs.String("run", "", "run only the cases whose file: name matches this `regex`")
-	coverage := fs.Bool("coverage", false, "print which if/else/range/with branches of each template the cases took (renders then run in this process)")
-	minCoverage := fs.Float64("min-coverage", 0, "fail (exit 1) when the cases take fewer than `N` percent of the templates' branches; implies --coverage")
-	kubeVersion := fs.String("kube-version", "", "Kubernetes `version` a chart sees as .Capabilities.KubeVersion (default: Helm's, as helm template)")
-	// Paths and flags may come in any order: flag stops at the first
-	// path, so parse again after each.
-	var paths []string
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return exitOK
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-			fs.SetOutput(stderr)
-			fs.Usage()
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	opts := configtest.Options{Update: *update}
-	if *run != "" {
-		re, err := regexp.Compile(*run)
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil test: -run %q: %v\n", *run, err)
-			return exitUsage
-		}
-		opts.Run = re
-	}
-	caps, err := offlineCapabilities(*kubeVersion, nil)
+// testBinary is the name of the binary "stencil test" runs.
+const testBinary = "stencil-test"
+
+func testCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	bin, err := findTestBinary()
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil test: %v\n", err)
 		return exitUsage
 	}
-	files, err := configtest.Find(*cfgPath, paths)
-	if err != nil {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	case err != nil:
 		fmt.Fprintf(stderr, "stencil test: %v\n", err)
 		return exitUsage
-	}
-	if len(files) == 0 {
-		fmt.Fprintf(stderr, "stencil test: no test files (tests/*.yaml next to %s, or name them)\n", *cfgPath)
-		return exitUsage
-	}
-	var loaded []*configtest.File
-	var loadErrs []error
-	for _, f := range files {
-		tf, err := configtest.Load(f)
-		if err != nil {
-			loadErrs = append(loadErrs, err)
-			continue
-		}
-		loaded = append(loaded, tf)
-	}
-	if len(loadErrs) > 0 {
-		printErrors(stderr, errors.Join(loadErrs...))
-		return exitUsage
-	}
-	topts := templates.Options{Capabilities: caps}
-	var wall *renderworker.Pool
-	if *coverage || *minCoverage > 0 {
-		// A render worker loads its own sets, without the branch calls.
-		topts.Coverage = templates.NewCoverage()
-	} else {
-		// The cases render through the same wall as run and render.
-		if wall = newWall(1, klog.Background().V(2), nil); wall != nil {
-			defer wall.Close()
-		}
-	}
-	src := &sourceFlags{config: cfgPath, watches: new(string), wall: wall}
-	cfg, sets, ok := src.load(fs, topts, stderr)
-	if !ok {
-		return exitUsage
-	}
-	runner, err := configtest.NewRunner(cfg, sets, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "stencil test: %v\n", err)
-		return exitUsage
-	}
-	start := time.Now()
-	results, err := runner.Run(loaded)
-	if err != nil {
-		printErrors(stderr, err)
-		return exitUsage
-	}
-	sum := configtest.Print(stdout, results, time.Since(start))
-	if *junit != "" {
-		if err := configtest.WriteJUnit(*junit, results); err != nil {
-			fmt.Fprintf(stderr, "stencil test: --junit: %v\n", err)
-			return exitUsage
-		}
-	}
-	if topts.Coverage != nil {
-		if pct := configtest.PrintCoverage(stdout, topts.Coverage); pct < *minCoverage {
-			fmt.Fprintf(stdout, "coverage %.1f%% is under --min-coverage %g%%\n", pct, *minCoverage)
-			return exitFailed
-		}
-	}
-	if sum.Failed > 0 {
-		return exitFailed
 	}
 	return exitOK
+}
+
+// findTestBinary finds stencil-test next to this executable, else on PATH.
+func findTestBinary() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), testBinary)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(testBinary)
+	if err != nil {
+		return "", fmt.Errorf("%s is neither next to stencil nor on PATH (make build builds both; go install ./cmd/stencil-test)", testBinary)
+	}
+	return p, nil
 }

@@ -307,7 +307,7 @@ func BenchmarkStencilTest(b *testing.B) {
 	var stdout, stderr strings.Builder
 	for b.Loop() {
 		stdout.Reset()
-		if code := dispatch([]string{"test", "--config", filepath.Join(dir, "stencil.yaml")}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		if code := testCommand([]string{"--config", filepath.Join(dir, "stencil.yaml")}, &stdout, &stderr); code != 0 {
 			b.Fatalf("exit %d: %s", code, stderr.String())
 		}
 	}

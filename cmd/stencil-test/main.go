@@ -1,0 +1,115 @@
+// Command stencil-test is "stencil test": a platform team's offline tests
+// of its config (package configtest), run by "stencil test ARGS" (which
+// finds this binary next to itself, or on PATH) or directly.
+//
+// The design choice a newcomer may question: it is its own binary, as
+// git's subcommands are. Its assertions are CEL (cel-go) and its schema
+// checks use client-go's bundled schemas; linked into stencil they cost
+// every stencil process, the controller and each of its render workers,
+// 11 MiB of memory at start for a command the controller never runs.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+
+	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/renderworker"
+	"stencil.dev/stencil/templates"
+)
+
+// Exit statuses, stencil's: a case failed is 1, a config or test file
+// that cannot run is 2.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+func main() {
+	if renderworker.IsWorker() {
+		// A render worker of this process: the same wall as stencil's.
+		os.Exit(renderworker.Serve(reload.WorkerLoad))
+	}
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "test" {
+		args = args[1:]
+	}
+	os.Exit(testCommand(args, os.Stdout, os.Stderr))
+}
+
+// load loads and compiles the config at path, printing every error; wall,
+// when set, renders the sets.
+func load(path string, opts templates.Options, wall *renderworker.Pool, stderr io.Writer) (*reload.Source, []*templates.Set, bool) {
+	src := reload.Source{Path: path, Options: opts, Wall: wall}
+	_, sets, err := src.Load()
+	if err != nil {
+		printErrors(stderr, err)
+		return nil, nil, false
+	}
+	return &src, sets, true
+}
+
+// newWall returns one render worker, or nil where the kernel's bounds are
+// not available (renders then run in this process, under the budget).
+func newWall() *renderworker.Pool {
+	logger := klog.Background().V(2)
+	p, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: logger})
+	if err != nil {
+		logger.Info("Renders run in this process, under the render budget alone, without the kernel's bounds", "reason", err.Error())
+		return nil
+	}
+	return p
+}
+
+// capabilities are helm template's, with --kube-version.
+func capabilities(kubeVersion string) (*common.Capabilities, error) {
+	caps := common.DefaultCapabilities.Copy()
+	if kubeVersion != "" {
+		kv, err := common.ParseKubeVersion(kubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("--kube-version %q: %w", kubeVersion, err)
+		}
+		caps.KubeVersion = *kv
+	}
+	return caps, nil
+}
+
+// parseArgs parses flags and paths in any order (flag stops at the first
+// path); done says the command ends here, with status.
+func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths []string, status int, done bool) {
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return nil, exitOK, true
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+			fs.SetOutput(stderr)
+			fs.Usage()
+			return nil, exitUsage, true
+		}
+		if fs.NArg() == 0 {
+			return paths, exitOK, false
+		}
+		paths = append(paths, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// printErrors prints each error of a joined error on its own line.
+func printErrors(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintln(w, line)
+	}
+}
