@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/controller/reconcile"
@@ -153,25 +152,7 @@ func (r *Runner) runCase(c *Case, progs []*assertion, res *Result) error {
 
 // findSet returns the set of the entry that serves c's resource.
 func (r *Runner) findSet(c *Case) (*templates.Set, error) {
-	gv, err := schema.ParseGroupVersion(c.resource.GetAPIVersion())
-	if err != nil {
-		return nil, err
-	}
-	var matches []*templates.Set
-	for _, s := range r.sets {
-		res := s.Resource()
-		if res.Group == gv.Group && res.Version == gv.Version && (c.Entry == "" || res.Resource == c.Entry) {
-			matches = append(matches, s)
-		}
-	}
-	switch len(matches) {
-	case 1:
-		return matches[0], nil
-	case 0:
-		return nil, fmt.Errorf("%s serves no %s %s", r.path, c.resource.GetAPIVersion(), cmpOr(c.Entry, c.resource.GetKind()))
-	default:
-		return nil, fmt.Errorf("several entries of %s serve %s: name one with entry: PLURAL", r.path, gv)
-	}
+	return templates.FindSet(r.path, r.sets, c.resource, c.Entry)
 }
 
 // render renders c as the controller would: the children, given the
@@ -183,12 +164,7 @@ func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	live := observedChildren{children: map[string]*unstructured.Unstructured{}}
-	for _, o := range c.observed {
-		if o.GetNamespace() == parent.GetNamespace() {
-			live.children[o.GetKind()+"/"+o.GetName()] = o
-		}
-	}
+	live := reconcile.Observed(c.observed, parent.GetNamespace(), parent.GetNamespace())
 	res, err := set.RenderWith(obj, live)
 	if err != nil {
 		return nil, err
@@ -214,18 +190,6 @@ func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
 	out.status = status.Desired(parent, so)
 	maskTimes(out.status)
 	return out, nil
-}
-
-// observedChildren is templates.Live over a case's observed children.
-type observedChildren struct {
-	reconcile.Rules
-	children map[string]*unstructured.Unstructured
-}
-
-// Child returns the observed child of that kind and name.
-func (l observedChildren) Child(kind, name string) (*unstructured.Unstructured, bool) {
-	u, ok := l.children[kind+"/"+name]
-	return u, ok
 }
 
 // maskTimes replaces each condition's lastTransitionTime, the time of the

@@ -179,7 +179,7 @@ func TestRenderAmbiguousResource(t *testing.T) {
   - {group: apps.example.com, version: v1beta1, resource: webjobs, templates: [svc.tmpl]}
 `)
 	stencil(t, "", "render", "--config", cfg, "-f", webappSample).
-		expect(t, 1, nil, []string{"lists several resources in apps.example.com/v1beta1 (webapps, webjobs): pick one with --resource"})
+		expect(t, 1, nil, []string{"lists several resources in apps.example.com/v1beta1 (webapps, webjobs): pick one by its plural (render --resource, a test case's entry)"})
 	stencil(t, "", "render", "--config", cfg, "-f", webappSample, "--resource", "webjobs").
 		expect(t, 0, []string{"name: demo-webjobs"}, nil)
 	stencil(t, "", "render", "--config", cfg, "-f", webappSample, "--resource", "webthings").

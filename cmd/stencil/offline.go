@@ -7,18 +7,15 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
@@ -173,13 +170,13 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			u.SetNamespace(*namespace)
 		}
 		where := fmt.Sprintf("%s: %s %s/%s", file, u.GetKind(), u.GetNamespace(), u.GetName())
-		set, err := findSet(cfg, sets, u, *resource)
+		set, err := templates.FindSet(cfg.Path, sets, u, *resource)
 		if err != nil {
 			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
 			status = exitFailed
 			continue
 		}
-		if !renderOne(out, stderr, where, set, u, observedLive(observed, u.GetNamespace(), *namespace)) {
+		if !renderOne(out, stderr, where, set, u, reconcile.Observed(observed, u.GetNamespace(), *namespace)) {
 			status = exitFailed
 		}
 	}
@@ -244,63 +241,6 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 		out.write(doc)
 	}
 	return ok
-}
-
-// liveFile is templates.Live over the children of --observed: those of
-// one namespace, by kind and name.
-type liveFile struct {
-	reconcile.Rules
-	children map[string]*unstructured.Unstructured
-}
-
-// observedLive returns the children of objs in namespace ns (a child that
-// names none is in defaultNS, as kubectl apply would put it).
-func observedLive(objs []*unstructured.Unstructured, ns, defaultNS string) liveFile {
-	l := liveFile{children: map[string]*unstructured.Unstructured{}}
-	for _, o := range objs {
-		if cmp.Or(o.GetNamespace(), defaultNS) == ns {
-			l.children[o.GetKind()+"/"+o.GetName()] = o
-		}
-	}
-	return l
-}
-
-// Child returns the live child of that kind and name.
-func (l liveFile) Child(kind, name string) (*unstructured.Unstructured, bool) {
-	u, ok := l.children[kind+"/"+name]
-	return u, ok
-}
-
-// findSet picks the config entry for u: the entry with u's group and version,
-// narrowed by --resource. The CR names a kind, not a resource, and stencil
-// never guesses a plural from a kind, so ambiguity is an error.
-func findSet(cfg *config.Config, sets []*templates.Set, u *unstructured.Unstructured, resource string) (*templates.Set, error) {
-	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
-	if err != nil {
-		return nil, fmt.Errorf("apiVersion %q: %w", u.GetAPIVersion(), err)
-	}
-	var matches []*templates.Set
-	var names []string
-	for _, s := range sets {
-		r := s.Resource()
-		if r.Group != gv.Group || r.Version != gv.Version {
-			continue
-		}
-		names = append(names, r.Resource)
-		if resource == "" || r.Resource == resource {
-			matches = append(matches, s)
-		}
-	}
-	switch {
-	case len(matches) == 1:
-		return matches[0], nil
-	case len(names) == 0:
-		return nil, fmt.Errorf("%s lists no resource of %s", cfg.Path, gv)
-	case len(matches) == 0:
-		return nil, fmt.Errorf("%s lists no resource %q in %s (it lists %s)", cfg.Path, resource, gv, strings.Join(names, ", "))
-	default:
-		return nil, fmt.Errorf("%s lists several resources in %s (%s): pick one with --resource", cfg.Path, gv, strings.Join(names, ", "))
-	}
 }
 
 // decodeResources decodes every non-empty document of a YAML stream, split

@@ -113,7 +113,11 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	defer func() {
+		// The informers end before the plan returns: nothing of it runs on.
+		stop()
+		reg.Wait()
+	}()
 	if err := reg.StartAndWait(ctx, runCtx, d.CacheSyncTimeout); err != nil {
 		return nil, err
 	}

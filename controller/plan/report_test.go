@@ -240,7 +240,7 @@ func TestWriteJSONSchema(t *testing.T) {
 	if got.Children[1].Fields == nil {
 		t.Error(`a prune has "fields": null, want []`)
 	}
-	wantSummary := map[string]int{"create": 1, "update": 3, "prune": 1, "unchanged": 7, "renderFailed": 1, "applyFailed": 0, "waiting": 0, "held": 0}
+	wantSummary := map[string]int{"create": 1, "update": 3, "prune": 1, "unchanged": 7, "renderFailed": 1, "applyFailed": 0, "waiting": 0, "held": 0, "paused": 0}
 	if !reflect.DeepEqual(got.Summary, wantSummary) {
 		t.Errorf("summary = %v, want %v", got.Summary, wantSummary)
 	}

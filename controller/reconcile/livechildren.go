@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/templates"
 )
 
 // Children that depend on each other: a render of an entry whose
@@ -99,6 +101,32 @@ func (Rules) Ready(u *unstructured.Unstructured) bool {
 // child without stencil's applied hash counts as current.
 func (r Rules) Current(want, live *unstructured.Unstructured) bool {
 	return drift.Current(want, live, r.Revision)
+}
+
+// Observed is templates.Live over given objects, as "stencil render
+// --observed" and "stencil test" give them: those in namespace ns (an
+// object that names none is in defaultNS, as kubectl apply would put it),
+// by kind and name, with the controller's rules.
+func Observed(objs []*unstructured.Unstructured, ns, defaultNS string) templates.Live {
+	l := observedObjects{children: map[string]*unstructured.Unstructured{}}
+	for _, o := range objs {
+		if cmp.Or(o.GetNamespace(), defaultNS) == ns {
+			l.children[o.GetKind()+"/"+o.GetName()] = o
+		}
+	}
+	return l
+}
+
+// observedObjects is Observed's templates.Live.
+type observedObjects struct {
+	Rules
+	children map[string]*unstructured.Unstructured
+}
+
+// Child returns the object of that kind and name.
+func (l observedObjects) Child(kind, name string) (*unstructured.Unstructured, bool) {
+	u, ok := l.children[kind+"/"+name]
+	return u, ok
 }
 
 // liveChildren is templates.Live over one resource's cached children.

@@ -201,7 +201,7 @@ func (r *Registry) commitChildrenLocked(ctx context.Context, plan *childPlan, st
 	}
 	started := make([]cache.InformerSynced, 0, len(plan.added))
 	for _, a := range plan.added {
-		go a.inf.RunWithContext(r.childCtx)
+		r.run(r.childCtx, a.inf)
 		started = append(started, a.inf.HasSynced)
 	}
 	return started

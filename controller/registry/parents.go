@@ -154,7 +154,7 @@ func (r *Registry) startParentLocked(entry *Parent) {
 	ctx, cancel := context.WithCancel(r.runCtx)
 	entry.stop = cancel
 	for _, inf := range entry.Informers {
-		go inf.RunWithContext(ctx)
+		r.run(ctx, inf)
 	}
 }
 

@@ -189,7 +189,7 @@ func (r *Registry) prepare(ctx context.Context, cfg *config.Config, sets []*temp
 	childCtx, stopChildren := context.WithCancel(childCtx)
 	p.stopChildren = stopChildren
 	for _, a := range plan.added {
-		go a.inf.RunWithContext(childCtx)
+		r.run(childCtx, a.inf)
 		wait = append(wait, a)
 	}
 	for g, entry := range p.next {
@@ -201,7 +201,7 @@ func (r *Registry) prepare(ctx context.Context, cfg *config.Config, sets []*temp
 		parentCtx, stop := context.WithCancel(runCtx)
 		entry.stop = stop
 		for _, inf := range entry.Informers {
-			go inf.RunWithContext(parentCtx)
+			r.run(parentCtx, inf)
 			wait = append(wait, namedInformer{name: g.GroupResource().String(), inf: inf})
 		}
 	}

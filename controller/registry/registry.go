@@ -84,6 +84,9 @@ type Hooks struct {
 // only to read or swap maps, never across a request to the API server.
 type Registry struct {
 	opts Options
+	// informers counts the informer goroutines running (run), so that
+	// Wait can tell when all have returned.
+	informers sync.WaitGroup
 
 	// mu guards the maps below, which change when a CRD comes or goes and
 	// when the config is reloaded.
@@ -176,6 +179,19 @@ func (r *Registry) served(entry *Parent) {
 	}
 }
 
+// informer is what run starts: an informer or a reflector-backed cache.
+type informer interface{ RunWithContext(context.Context) }
+
+// run runs inf under ctx in its own goroutine, counted for Wait.
+func (r *Registry) run(ctx context.Context, inf informer) {
+	r.informers.Go(func() { inf.RunWithContext(ctx) })
+}
+
+// Wait returns once every informer the registry started has returned:
+// after their contexts end, a caller that returns does not leave them
+// running (stencil diff, tests).
+func (r *Registry) Wait() { r.informers.Wait() }
+
 // Start runs the CRD informer and the child informers under ctx; the
 // configured resources' informers start once Refresh finds them served.
 // Informers started later (a CRD installed, a reload) run under ctx too.
@@ -184,13 +200,13 @@ func (r *Registry) Start(ctx context.Context) {
 	defer r.mu.Unlock()
 	r.runCtx = ctx
 	r.childCtx, r.stopChildren = context.WithCancel(ctx)
-	go r.crds.RunWithContext(ctx)
+	r.run(ctx, r.crds)
 	for _, childKind := range r.children {
 		for _, inf := range childKind.Informers {
-			go inf.RunWithContext(r.childCtx)
+			r.run(r.childCtx, inf)
 		}
 		for _, inf := range childKind.Names {
-			go inf.RunWithContext(r.childCtx)
+			r.run(r.childCtx, inf)
 		}
 	}
 }

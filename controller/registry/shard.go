@@ -217,7 +217,7 @@ func (r *Registry) prepareShard(ctx context.Context, running map[schema.GroupVer
 			parentCtx, stop := context.WithCancel(runCtx)
 			cp.stop = stop
 			for _, inf := range cp.Informers {
-				go inf.RunWithContext(parentCtx)
+				r.run(parentCtx, inf)
 				p.wait = append(p.wait, namedInformer{name: g.GroupResource().String(), inf: inf})
 			}
 		}
@@ -233,7 +233,7 @@ func (r *Registry) prepareShard(ctx context.Context, running map[schema.GroupVer
 			}
 			for _, a := range added {
 				if p.childCtx != nil {
-					go a.inf.RunWithContext(p.childCtx)
+					r.run(p.childCtx, a.inf)
 					p.wait = append(p.wait, a)
 				}
 			}
