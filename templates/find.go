@@ -40,4 +40,3 @@ func FindSet(path string, sets []*Set, u *unstructured.Unstructured, plural stri
 		return nil, fmt.Errorf("%s lists several resources in %s (%s): pick one by its plural (render --resource, a test case's entry)", path, gv, strings.Join(names, ", "))
 	}
 }
-
