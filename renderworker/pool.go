@@ -99,6 +99,24 @@ type Pool struct {
 // the budget alone, and says so once at start.
 func Available() bool { return kernelBounds }
 
+// NewWall returns a pool of at most size render workers for a command
+// that renders; where the kernel's bounds are not available it says so
+// once, through logger, and returns nil: renders then run in the calling
+// process under the render budget alone. reg, when set, gets the pool's
+// metrics.
+func NewWall(size int, logger klog.Logger, reg prometheus.Registerer) *Pool {
+	opts := Options{Size: size, Logger: logger}
+	if reg != nil {
+		opts.Metrics = NewMetrics(reg)
+	}
+	p, err := NewPool(opts)
+	if err != nil {
+		logger.Info("Renders run in this process, under the render budget alone, without the kernel's bounds", "reason", err.Error())
+		return nil
+	}
+	return p
+}
+
 // NewPool returns a pool of at most opts.Size workers, started as renders
 // need them.
 func NewPool(opts Options) (*Pool, error) {

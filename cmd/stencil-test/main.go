@@ -17,10 +17,6 @@ import (
 	"os"
 	"strings"
 
-	"k8s.io/klog/v2"
-
-	"helm.sh/helm/v4/pkg/chart/common"
-
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
@@ -56,31 +52,6 @@ func load(path string, opts templates.Options, wall *renderworker.Pool, stderr i
 		return nil, nil, false
 	}
 	return &src, sets, true
-}
-
-// newWall returns one render worker, or nil where the kernel's bounds are
-// not available (renders then run in this process, under the budget).
-func newWall() *renderworker.Pool {
-	logger := klog.Background().V(2)
-	p, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: logger})
-	if err != nil {
-		logger.Info("Renders run in this process, under the render budget alone, without the kernel's bounds", "reason", err.Error())
-		return nil
-	}
-	return p
-}
-
-// capabilities are helm template's, with --kube-version.
-func capabilities(kubeVersion string) (*common.Capabilities, error) {
-	caps := common.DefaultCapabilities.Copy()
-	if kubeVersion != "" {
-		kv, err := common.ParseKubeVersion(kubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("--kube-version %q: %w", kubeVersion, err)
-		}
-		caps.KubeVersion = *kv
-	}
-	return caps, nil
 }
 
 // parseArgs parses flags and paths in any order (flag stops at the first

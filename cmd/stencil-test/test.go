@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"stencil.dev/stencil/configtest"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
@@ -42,7 +44,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.Run = re
 	}
-	caps, err := capabilities(*kubeVersion)
+	caps, err := templates.OfflineCapabilities(*kubeVersion, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil test: %v\n", err)
 		return exitUsage
@@ -77,7 +79,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 		topts.Coverage = templates.NewCoverage()
 	} else {
 		// The cases render through the same wall as run and render.
-		if wall = newWall(); wall != nil {
+		if wall = renderworker.NewWall(1, klog.Background().V(2), nil); wall != nil {
 			defer wall.Close()
 		}
 	}

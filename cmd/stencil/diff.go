@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/plan"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
@@ -46,7 +47,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	if caps, err := clusterCapabilities(restConfig); err == nil {
 		opts.Capabilities = caps
 	}
-	src.wall = newWall(*workers, klog.Background().V(2), nil)
+	src.wall = renderworker.NewWall(*workers, klog.Background().V(2), nil)
 	if src.wall != nil {
 		defer src.wall.Close()
 	}

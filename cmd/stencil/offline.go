@@ -25,6 +25,7 @@ import (
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/install"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -118,14 +119,14 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fs.Usage()
 		return exitUsage
 	}
-	caps, err := offlineCapabilities(*kubeVersion, apiVersions)
+	caps, err := templates.OfflineCapabilities(*kubeVersion, apiVersions)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil render: %v\n", err)
 		return exitUsage
 	}
 	// The CLI renders through the same wall as run: it dies no more than
 	// the controller does.
-	src.wall = newWall(1, klog.Background().V(2), nil)
+	src.wall = renderworker.NewWall(1, klog.Background().V(2), nil)
 	if src.wall != nil {
 		defer src.wall.Close()
 	}

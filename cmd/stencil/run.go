@@ -33,6 +33,7 @@ import (
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reload"
+	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
@@ -229,7 +230,7 @@ func runCommand(args []string) int {
 	} else {
 		opts.Capabilities = caps
 	}
-	f.src.wall = newWall(f.workers, logger, metrics.Registry)
+	f.src.wall = renderworker.NewWall(f.workers, logger, metrics.Registry)
 	if f.src.wall != nil {
 		defer f.src.wall.Close()
 	}

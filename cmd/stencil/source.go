@@ -9,9 +9,7 @@ import (
 
 	"flag"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
-	"k8s.io/klog/v2"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -139,21 +137,6 @@ func clusterCapabilities(rc *rest.Config) (*common.Capabilities, error) {
 	return caps, nil
 }
 
-// offlineCapabilities are helm template's: Helm's defaults, with
-// --kube-version and --api-versions.
-func offlineCapabilities(kubeVersion string, apiVersions []string) (*common.Capabilities, error) {
-	caps := common.DefaultCapabilities.Copy()
-	if kubeVersion != "" {
-		kv, err := common.ParseKubeVersion(kubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("--kube-version %q: %w", kubeVersion, err)
-		}
-		caps.KubeVersion = *kv
-	}
-	caps.APIVersions = append(caps.APIVersions, apiVersions...)
-	return caps, nil
-}
-
 // listFlag is a repeatable, comma-separated flag.
 type listFlag []string
 
@@ -167,21 +150,4 @@ func (l *listFlag) Set(v string) error {
 		}
 	}
 	return nil
-}
-
-// newWall returns the render workers of a command that renders: size of
-// them at most. Where the kernel's bounds are not available, it says so
-// once and returns nil: renders run in this process under the budget
-// alone.
-func newWall(size int, logger klog.Logger, reg prometheus.Registerer) *renderworker.Pool {
-	opts := renderworker.Options{Size: size, Logger: logger}
-	if reg != nil {
-		opts.Metrics = renderworker.NewMetrics(reg)
-	}
-	p, err := renderworker.NewPool(opts)
-	if err != nil {
-		logger.Info("Renders run in this process, under the render budget alone, without the kernel's bounds", "reason", err.Error())
-		return nil
-	}
-	return p
 }
