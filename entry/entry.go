@@ -17,7 +17,6 @@ package entry
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -151,6 +150,3 @@ func Warnings(entries []*Entry) []string {
 	}
 	return out
 }
-
-// Overrides returns a copy of the entry's overrideValues, expanded.
-func (e *Entry) Overrides() config.Values { return maps.Clone(e.OverrideValues) }

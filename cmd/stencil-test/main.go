@@ -44,14 +44,13 @@ func main() {
 
 // load loads and compiles the config at path, printing every error; wall,
 // when set, renders the sets.
-func load(path string, opts templates.Options, wall *renderworker.Pool, stderr io.Writer) (*reload.Source, []*templates.Set, bool) {
-	src := reload.Source{Path: path, Options: opts, Wall: wall}
-	_, sets, err := src.Load()
+func load(path string, opts templates.Options, wall *renderworker.Pool, stderr io.Writer) ([]*templates.Set, bool) {
+	_, sets, err := reload.Source{Path: path, Options: opts, Wall: wall}.Load()
 	if err != nil {
 		printErrors(stderr, err)
-		return nil, nil, false
+		return nil, false
 	}
-	return &src, sets, true
+	return sets, true
 }
 
 // parseArgs parses flags and paths in any order (flag stops at the first

@@ -83,11 +83,11 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 			defer wall.Close()
 		}
 	}
-	src, sets, ok := load(*cfgPath, topts, wall, stderr)
+	sets, ok := load(*cfgPath, topts, wall, stderr)
 	if !ok {
 		return exitUsage
 	}
-	runner, err := configtest.NewRunner(src.Path, sets, opts)
+	runner, err := configtest.NewRunner(*cfgPath, sets, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil test: %v\n", err)
 		return exitUsage
