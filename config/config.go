@@ -113,6 +113,9 @@ type Resource struct {
 	// Schema, when set, declares the entry's API: stencil generates its
 	// CRD (api.go).
 	Schema *Schema `json:"schema,omitempty"`
+	// Reads are the objects the entry's templates may read without owning
+	// them (reads.go); nothing else is readable.
+	Reads []Read `json:"reads,omitempty"`
 }
 
 // Values are an entry's overrideValues: --set paths to scalars, kept as
