@@ -30,7 +30,7 @@ import (
 // it is decoded.
 
 // protocolVersion changes with any change to the frames below.
-const protocolVersion = 1
+const protocolVersion = 2
 
 // Frame kinds, controller to worker.
 const (
@@ -110,6 +110,8 @@ type parentView struct {
 	// into the buffers it keeps for reuse.
 	Spec   []byte `json:"-"`
 	Status []byte `json:"-"`
+	// Reads are view.Object.Reads, on a third line.
+	Reads []byte `json:"-"`
 }
 
 // question asks about a live child: "child" (the object, and whether it
@@ -162,9 +164,10 @@ func requestFrame(req request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(head)+len(req.Parent.Spec)+len(req.Parent.Status)+2)
-	out = append(append(append(append(append(out, head...), '\n'), req.Parent.Spec...), '\n'), req.Parent.Status...)
-	return out, nil
+	p := req.Parent
+	out := make([]byte, 0, len(head)+len(p.Spec)+len(p.Status)+len(p.Reads)+3)
+	out = append(append(append(append(append(out, head...), '\n'), p.Spec...), '\n'), p.Status...)
+	return append(append(out, '\n'), p.Reads...), nil
 }
 
 // parseRequest reads what requestFrame wrote.
@@ -174,14 +177,18 @@ func parseRequest(body []byte) (request, error) {
 	if !ok {
 		return req, errors.New("a request without its spec")
 	}
-	spec, status, ok := bytes.Cut(rest, []byte{'\n'})
+	spec, rest, ok := bytes.Cut(rest, []byte{'\n'})
 	if !ok {
 		return req, errors.New("a request without its status")
+	}
+	status, reads, ok := bytes.Cut(rest, []byte{'\n'})
+	if !ok {
+		return req, errors.New("a request without its reads")
 	}
 	if err := json.Unmarshal(head, &req); err != nil {
 		return req, err
 	}
-	req.Parent.Spec, req.Parent.Status = spec, status
+	req.Parent.Spec, req.Parent.Status, req.Parent.Reads = spec, status, reads
 	return req, nil
 }
 
@@ -370,8 +377,14 @@ func toWire(o *view.Object) (parentView, error) {
 	if err != nil {
 		return parentView{}, fmt.Errorf("status: %w", err)
 	}
+	var reads []byte
+	if o.Reads != nil {
+		if reads, err = encodeValue(o.Reads); err != nil {
+			return parentView{}, fmt.Errorf("reads: %w", err)
+		}
+	}
 	return parentView{Name: o.Name, Namespace: o.Namespace, UID: o.UID, Generation: o.Generation,
-		Labels: o.Labels, Annotations: o.Annotations, Spec: spec, Status: status, Resource: o.Resource}, nil
+		Labels: o.Labels, Annotations: o.Annotations, Spec: spec, Status: status, Reads: reads, Resource: o.Resource}, nil
 }
 
 // maxDepth is how deep encoding/json decodes, and so how deeply nested a
@@ -393,6 +406,11 @@ func fromWire(p parentView) (*view.Object, error) {
 	}
 	o := &view.Object{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Generation: p.Generation,
 		Labels: p.Labels, Annotations: p.Annotations, Spec: spec, Status: status, Resource: p.Resource}
+	if len(p.Reads) > 0 {
+		if o.Reads, err = decodeMap(p.Reads); err != nil {
+			return nil, fmt.Errorf("reads: %w", err)
+		}
+	}
 	if o.Labels == nil {
 		o.Labels = map[string]string{}
 	}

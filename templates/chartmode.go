@@ -60,7 +60,8 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 	}()
 	spec, dropped := s.exposed(parent.Spec)
 	rel := chart.Release{Name: parent.Name, Namespace: parent.Namespace, Spec: spec, Overrides: s.res.OverrideValues,
-		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget, TenantTemplates: s.res.TenantTemplates}
+		Upgrade: deployed(parent), Capabilities: s.capabilities, Budget: s.budget, TenantTemplates: s.res.TenantTemplates,
+		Reads: ReadObjects(parent.Reads)}
 	out, err := s.chart.Render(context.Background(), rel)
 	if err != nil {
 		return nil, &engine.RenderError{Template: s.res.Chart, Err: err}

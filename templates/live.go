@@ -111,6 +111,7 @@ func (s *Set) liveFuncs(e *executor) template.FuncMap {
 			e.views[ref] = v
 			return v, nil
 		},
+		funcRead: s.readFunc(e),
 		funcReady: func(kind, name string) (bool, error) {
 			if err := s.observable(kind); err != nil {
 				return false, err

@@ -55,6 +55,7 @@ func (s *Set) withExecutor(parent *view.Object, f func(e *executor) error) (err 
 	if err != nil {
 		return err
 	}
+	e.reads = parent.Reads
 	defer func() {
 		if r := recover(); r != nil {
 			// Dropped, not pooled: it stopped half-way through a render.

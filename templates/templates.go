@@ -103,6 +103,9 @@ type Set struct {
 	capabilities *common.Capabilities
 	// wall, when set, renders RenderWith in a worker process (wall.go).
 	wall Wall
+	// readTemplates are the computed names and label values of the
+	// entry's reads, by field (reads.go).
+	readTemplates map[string]*template.Template
 }
 
 // verifyFastPath, set by the package's tests, decodes every document both
@@ -120,6 +123,8 @@ type executor struct {
 	checks map[string][]config.ReadyCheck
 	// views holds what observed returned in this render, per Kind/name.
 	views map[string]map[string]any
+	// reads are the render's reads, by handle (view.Object.Reads).
+	reads map[string]any
 	// trace is told each template's name before it runs (RenderHere).
 	trace func(template string)
 }
@@ -139,7 +144,7 @@ func (s *Set) executor() (*executor, error) {
 
 func (s *Set) release(e *executor) {
 	e.st.Reset()
-	e.live, e.trace = nil, nil
+	e.live, e.trace, e.reads = nil, nil, nil
 	clear(e.checks)
 	clear(e.views)
 	s.executors.Put(e)
@@ -194,6 +199,10 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 	if len(res.Children) == 0 && len(opts.AllowedKinds) > 0 {
 		s.kinds = slices.Clone(opts.AllowedKinds)
 	}
+	var err error
+	if s.readTemplates, err = compileReads(res); err != nil {
+		return nil, &config.FieldError{File: cfg.Path, Entry: entry, Field: "reads", Err: err}
+	}
 	if res.Chart != "" {
 		s.capabilities = opts.Capabilities
 		if err := s.loadChart(cfg, e); err != nil {
@@ -228,6 +237,17 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 	}
 	if len(res.Templates) == 0 {
 		errs = append(errs, &config.FieldError{File: cfg.Path, Entry: entry, Field: "templates", Err: errors.New("at least one template is required")})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for name, handles := range undeclaredReads(res, root) {
+		field := fieldOf[name]
+		if field == "" {
+			field = "templates"
+		}
+		errs = append(errs, &config.FieldError{File: cfg.Path, Entry: entry, Field: field,
+			Err: fmt.Errorf("%s: read %s: the entry declares no such read (reads: %s)", name, strings.Join(quoteAll(handles), ", "), readNames(res.Reads))})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -279,6 +299,7 @@ func (s *Set) ReadsLive() bool { return s.readsLive }
 var liveStubs = template.FuncMap{
 	funcObserved: func(string, string) (map[string]any, error) { return nil, errors.New("not bound") },
 	funcReady:    func(string, string) (bool, error) { return false, errors.New("not bound") },
+	funcRead:     func(string) (any, error) { return nil, errors.New("not bound") },
 }
 
 // Revision names the content of the templates and helpers that render the

@@ -253,6 +253,9 @@ type Release struct {
 	// TenantTemplates lets template text in the spec run where the chart
 	// gives it to tpl; false prints it as the literal text it is.
 	TenantTemplates bool
+	// Reads are the objects the entry's declared reads found: what
+	// Helm's lookup answers from (anything else finds nothing).
+	Reads []map[string]any
 	// spent is what the render's earlier passes counted: a second render
 	// (a random function's check) goes on from it, so
 	// that one render of a resource has one budget.
@@ -366,7 +369,7 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	if err := c.schemas.validate(ch, values.AsMap()); err != nil {
 		return nil, nil, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%w", err)
 	}
-	p := &printer{st: &st, clock: clock, templates: int64(c.templates), taint: taint, tenantTemplates: rel.TenantTemplates}
+	p := &printer{st: &st, clock: clock, templates: int64(c.templates), taint: taint, tenantTemplates: rel.TenantTemplates, reads: rel.Reads}
 	if err := st.Meter().Charge(rel.spent); err != nil {
 		return nil, nil, fmt.Errorf("%w (with the render's earlier pass)", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -95,6 +96,8 @@ type printer struct {
 	literals []string
 	// tenantTemplates lets tpl run tenant text.
 	tenantTemplates bool
+	// reads are what lookup answers from (Release.Reads).
+	reads []map[string]any
 }
 
 // value is valueFunc: what an action prints. Text that holds the
@@ -179,8 +182,8 @@ func (p *printer) after(name string, r any) any {
 // reaches only a hook or a test, or nothing (argo-cd calls now for a
 // default it then does not use). The date functions that would read the
 // clock themselves (engine.ClockUnlessDated) fail where they are called.
-// lookup, one of Helm's own, finds nothing, as under helm template, since
-// stencil never gives the engine a client.
+// lookup, one of Helm's own, answers from the entry's declared reads
+// only (printer.lookup): stencil never gives the engine a client.
 const random = engine.Random | engine.Clock
 
 // The policy's names that funcs binds on every render, listed once.
@@ -240,10 +243,49 @@ func (p *printer) refuse(loc, name string) error {
 	return err
 }
 
+// lookup is Helm's lookup answered from the entry's declared reads: one
+// object by apiVersion, kind, namespace and name (an empty mapping when
+// no read holds it), or, with an empty name, {items: [...]} of those in
+// namespace (every namespace when it is empty), as Helm answers. What it
+// returns is tainted, as the spec is: a read object is tenant-influenced.
+func (p *printer) lookup(apiVersion, kind, namespace, name string) (map[string]any, error) {
+	var items []any
+	seen := map[string]bool{}
+	for _, o := range p.reads {
+		md, _ := o["metadata"].(map[string]any)
+		if o["apiVersion"] != apiVersion || o["kind"] != kind || (namespace != "" && md["namespace"] != namespace) {
+			continue
+		}
+		if name == "" {
+			key := fmt.Sprint(md["namespace"], "/", md["name"])
+			if !seen[key] {
+				seen[key] = true
+				items = append(items, p.taint.Value(o))
+			}
+			continue
+		}
+		if md["name"] == name {
+			return p.taint.Value(o).(map[string]any), nil
+		}
+	}
+	if name == "" {
+		if items == nil {
+			items = []any{}
+		}
+		slices.SortFunc(items, func(a, b any) int {
+			ma, _ := a.(map[string]any)["metadata"].(map[string]any)
+			mb, _ := b.(map[string]any)["metadata"].(map[string]any)
+			return strings.Compare(fmt.Sprint(ma["namespace"], "/", ma["name"]), fmt.Sprint(mb["namespace"], "/", mb["name"]))
+		})
+		return map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, nil
+	}
+	return map[string]any{}, nil
+}
+
 // funcs returns the functions a render binds over Helm's own
 // (Engine.CustomTemplateFuncs wins over everything): sprig's, counted
-// against the render budget; the refused ones; lookup, which finds
-// nothing (as under helm template); and the rewrite's internal functions.
+// against the render budget; the refused ones; lookup, which answers
+// from the declared reads alone; and the rewrite's internal functions.
 func (p *printer) funcs() template.FuncMap {
 	sp := sprig.TxtFuncMap()
 	// Helm's own set removes these: the environment is the controller's.
@@ -312,6 +354,7 @@ func (p *printer) funcs() template.FuncMap {
 	}
 	m = p.taint.Wrap(m)
 	maps.Copy(m, layouts)
+	m["lookup"] = p.lookup
 	m[valueFunc] = p.value
 	m[costFunc] = p.before
 	m[afterFunc] = p.after

@@ -38,6 +38,9 @@ type Object struct {
 	Status map[string]any
 	// Resource identifies the custom resource's type.
 	Resource ResourceInfo
+	// Reads are what the entry's reads found, by handle: an object, nil
+	// or a list (package templates, ResolveReads); nil without reads.
+	Reads map[string]any
 }
 
 // ResourceInfo is the type of an Object, as templates see it in .Resource.

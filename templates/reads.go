@@ -1,0 +1,369 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/view"
+)
+
+// Reading what the resource does not own (DESIGN.md, "reads"). The
+// caller resolves an entry's reads before the render (ResolveReads: the
+// computed names and selectors rendered over the resource, the objects
+// taken from its ReadSource), and the render sees the result in
+// view.Object.Reads: `read "handle"` in own templates, Helm's lookup in
+// chart mode. The render itself asks nothing: a render worker holds no
+// cache, and one render reads one consistent set of objects.
+//
+// What a template sees of a read object (ReadView) is the object without
+// what changes on every write (resourceVersion, managedFields), a
+// Secret's data only when the read says secretData, and no status for a
+// kind stencil itself serves: that status is stencil's own output, and a
+// render that read it would re-render its peers on every status patch.
+
+// funcRead is the template function that returns a read.
+const funcRead = "read"
+
+// ReadSource is where ResolveReads finds the objects: the controller's
+// caches, or the files of stencil render --reads.
+type ReadSource interface {
+	// Get returns the object of rd's kind, or nil when none exists.
+	Get(rd config.Read, namespace, name string) (*unstructured.Unstructured, error)
+	// List returns the objects of rd's kind in namespace whose labels sel
+	// matches.
+	List(rd config.Read, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
+	// Served reports whether stencil serves the kind (a configured
+	// resource): its status is not part of what a read sees.
+	Served(gk schema.GroupKind) bool
+}
+
+// ReadRef names one object a render read, as status.reads lists it.
+type ReadRef struct {
+	APIVersion      string `json:"apiVersion"`
+	Kind            string `json:"kind"`
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// String reads "ConfigMap stencil-system/platform-defaults".
+func (r ReadRef) String() string { return r.Kind + " " + r.Namespace + "/" + r.Name }
+
+// ReadTarget is what one read looked for: one object by name, or the
+// objects a selector matches; what the controller indexes its readers by.
+type ReadTarget struct {
+	// Read is the declared read.
+	Read config.Read
+	// Namespace is where it looked.
+	Namespace string
+	// Name is the object's name; empty for a selector, or a computed name
+	// that came out empty (then it looked for nothing).
+	Name string
+	// Selector is a selector read's, resolved; nil for a name.
+	Selector labels.Selector
+}
+
+// Reads is what ResolveReads found for one resource.
+type Reads struct {
+	// Values holds, per handle, what templates see: an object, nil, or a
+	// list of objects sorted by name.
+	Values map[string]any
+	// Refs lists every object read, in reads order then name order.
+	Refs []ReadRef
+	// Targets lists what each read looked for.
+	Targets []ReadTarget
+	// Missing names the required reads that found nothing: the resource
+	// waits for them.
+	Missing []string
+}
+
+// maxComputedName bounds what a computed name or label value renders:
+// far above any name (253), so that a loop in the platform's template
+// over a large spec stops early.
+const maxComputedName = 4 << 10
+
+// compileReads parses the computed names and label values of res's reads.
+func compileReads(res config.Resource) (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	var errs []error
+	add := func(key, text string) {
+		if !config.IsTemplate(text) {
+			return
+		}
+		t, err := template.New(key).Option("missingkey=zero").Parse(text)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			return
+		}
+		out[key] = t
+	}
+	for i, rd := range res.Reads {
+		add(fmt.Sprintf("reads[%d].objectName", i), rd.ObjectName)
+		if rd.Selector != nil {
+			for k, v := range rd.Selector.MatchLabels {
+				add(fmt.Sprintf("reads[%d].selector.matchLabels[%s]", i, k), v)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// HasReads reports whether the entry declares reads: its render then
+// depends on more than the resource.
+func (s *Set) HasReads() bool { return len(s.res.Reads) > 0 }
+
+// ResolveReads renders the computed names and selectors of the entry's
+// reads over parent and takes what they name from src. A computed name
+// that renders empty, or is not a valid name, reads nothing; a fixed one
+// reads in its namespace, every other in the resource's.
+func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) {
+	out := &Reads{Values: make(map[string]any, len(s.res.Reads))}
+	for i, rd := range s.res.Reads {
+		ns := parent.Namespace
+		if rd.Fixed() && rd.Namespace != "" {
+			ns = rd.Namespace
+		}
+		target := ReadTarget{Read: rd, Namespace: ns}
+		if rd.Selector != nil {
+			set := labels.Set{}
+			valid := true
+			for k, v := range rd.Selector.MatchLabels {
+				got, err := s.computed(fmt.Sprintf("reads[%d].selector.matchLabels[%s]", i, k), v, parent)
+				if err != nil {
+					return nil, err
+				}
+				if len(validation.IsValidLabelValue(got)) > 0 {
+					valid = false
+				}
+				set[k] = got
+			}
+			if !valid {
+				// A label value no object can carry matches nothing.
+				target.Selector = labels.Nothing()
+				out.Targets = append(out.Targets, target)
+				out.Values[rd.Name] = []any{}
+				continue
+			}
+			target.Selector = labels.SelectorFromValidatedSet(set)
+			out.Targets = append(out.Targets, target)
+			items, err := src.List(rd, ns, target.Selector)
+			if err != nil {
+				return nil, fmt.Errorf("reads[%d] (%s): %w", i, rd.Name, err)
+			}
+			slices.SortFunc(items, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+			list := make([]any, 0, len(items))
+			for _, u := range items {
+				list = append(list, ReadView(u, rd, src.Served(u.GroupVersionKind().GroupKind())))
+				out.Refs = append(out.Refs, refOf(u))
+			}
+			out.Values[rd.Name] = list
+			continue
+		}
+		name, err := s.computed(fmt.Sprintf("reads[%d].objectName", i), rd.ObjectName, parent)
+		if err != nil {
+			return nil, err
+		}
+		if len(validation.IsDNS1123Subdomain(name)) > 0 {
+			name = ""
+		}
+		target.Name = name
+		out.Targets = append(out.Targets, target)
+		var u *unstructured.Unstructured
+		if name != "" {
+			if u, err = src.Get(rd, ns, name); err != nil {
+				return nil, fmt.Errorf("reads[%d] (%s): %w", i, rd.Name, err)
+			}
+		}
+		if u == nil {
+			out.Values[rd.Name] = nil
+			if rd.Required {
+				what := rd.Kind + " " + ns + "/" + name
+				if name == "" {
+					what = rd.Kind + " (" + rd.Name + ": the resource names none)"
+				}
+				out.Missing = append(out.Missing, what)
+			}
+			continue
+		}
+		out.Values[rd.Name] = ReadView(u, rd, src.Served(u.GroupVersionKind().GroupKind()))
+		out.Refs = append(out.Refs, refOf(u))
+	}
+	return out, nil
+}
+
+// computed renders a read's name or label value over parent; text without
+// an action is itself. "<no value>" (a spec field the resource does not
+// set) renders as nothing.
+func (s *Set) computed(key, text string, parent *view.Object) (string, error) {
+	t, ok := s.readTemplates[key]
+	if !ok {
+		return text, nil
+	}
+	w := &boundedWriter{max: maxComputedName}
+	if err := t.Execute(w, parent); err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	return strings.TrimSpace(strings.ReplaceAll(w.b.String(), "<no value>", "")), nil
+}
+
+// boundedWriter fails a write past max bytes.
+type boundedWriter struct {
+	b   strings.Builder
+	max int
+}
+
+// Write implements io.Writer.
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > w.max {
+		return 0, fmt.Errorf("renders more than %d bytes, longer than any name", w.max)
+	}
+	return w.b.Write(p)
+}
+
+// refOf names u for status.reads.
+func refOf(u *unstructured.Unstructured) ReadRef {
+	return ReadRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}
+}
+
+// ReadView is u as a read's templates see it: a copy without
+// resourceVersion and managedFields; a Secret's data values blanked (its
+// key names kept) and stringData dropped unless rd.SecretData; no status
+// when served (a kind stencil serves, whose status is its own output).
+func ReadView(u *unstructured.Unstructured, rd config.Read, served bool) map[string]any {
+	out := runtime.DeepCopyJSON(u.Object)
+	if md, ok := out["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
+		delete(md, "resourceVersion")
+	}
+	if served {
+		delete(out, "status")
+	}
+	if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" && !rd.SecretData {
+		delete(out, "stringData")
+		if data, ok := out["data"].(map[string]any); ok {
+			for k := range data {
+				data[k] = ""
+			}
+		}
+	}
+	return out
+}
+
+// readFunc is read: the value of a declared read, from the render's
+// parent.
+func (s *Set) readFunc(e *executor) func(handle string) (any, error) {
+	return func(handle string) (any, error) {
+		if !slices.ContainsFunc(s.res.Reads, func(rd config.Read) bool { return rd.Name == handle }) {
+			return nil, fmt.Errorf("read %q: the entry declares no read of that name (reads: %s)", handle, readNames(s.res.Reads))
+		}
+		if e.reads == nil {
+			return nil, nil
+		}
+		return e.reads[handle], nil
+	}
+}
+
+// readNames lists the handles of reads, for messages.
+func readNames(reads []config.Read) string {
+	if len(reads) == 0 {
+		return "none"
+	}
+	names := make([]string, len(reads))
+	for i, rd := range reads {
+		names[i] = rd.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// undeclaredReads returns, per template, the handles its read calls name
+// (as a string constant) that the entry does not declare.
+func undeclaredReads(res config.Resource, root *template.Template) map[string][]string {
+	out := map[string][]string{}
+	declared := map[string]bool{}
+	for _, rd := range res.Reads {
+		declared[rd.Name] = true
+	}
+	for _, t := range root.Templates() {
+		if t.Tree == nil {
+			continue
+		}
+		walkCommands(t.Tree.Root, func(c *parse.CommandNode) {
+			if len(c.Args) < 2 {
+				return
+			}
+			id, ok := c.Args[0].(*parse.IdentifierNode)
+			if !ok || id.Ident != funcRead {
+				return
+			}
+			if s, ok := c.Args[1].(*parse.StringNode); ok && !declared[s.Text] && !slices.Contains(out[t.Tree.ParseName], s.Text) {
+				out[t.Tree.ParseName] = append(out[t.Tree.ParseName], s.Text)
+			}
+		})
+	}
+	return out
+}
+
+// walkCommands calls f for every command of every pipe under n,
+// arguments that are pipes included.
+func walkCommands(n parse.Node, f func(*parse.CommandNode)) {
+	var pipe func(p *parse.PipeNode)
+	pipe = func(p *parse.PipeNode) {
+		if p == nil {
+			return
+		}
+		for _, c := range p.Cmds {
+			f(c)
+			for _, a := range c.Args {
+				if ch, ok := a.(*parse.ChainNode); ok {
+					a = ch.Node // (read "x").data
+				}
+				if sub, ok := a.(*parse.PipeNode); ok {
+					pipe(sub)
+				}
+			}
+		}
+	}
+	engine.Walker{Action: func(a *parse.ActionNode) { pipe(a.Pipe) }, Branch: pipe}.Walk(n)
+}
+
+// ReadObjects flattens a render's reads into the objects they hold, for
+// Helm's lookup.
+func ReadObjects(values map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, handle := range slices.Sorted(maps.Keys(values)) {
+		v := values[handle]
+		switch v := v.(type) {
+		case map[string]any:
+			out = append(out, v)
+		case []any:
+			for _, item := range v {
+				if m, ok := item.(map[string]any); ok {
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// quoteAll quotes each of s, for messages.
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = fmt.Sprintf("%q", v)
+	}
+	return out
+}
