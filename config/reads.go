@@ -94,8 +94,9 @@ func (r Read) IsSecret() bool {
 }
 
 // ReadResource returns the resource (plural) of a read: its own resource
-// field, else the table of built-in kinds, else a kind the config serves.
-func (c *Config) ReadResource(rd Read) (schema.GroupVersionResource, bool) {
+// field, else the table of built-in kinds, else the kind of one of
+// entries (a configured resource with a schema).
+func ReadResource(rd Read, entries []Resource) (schema.GroupVersionResource, bool) {
 	gvk := rd.GVK()
 	if rd.Resource != "" {
 		return gvk.GroupVersion().WithResource(rd.Resource), true
@@ -103,7 +104,7 @@ func (c *Config) ReadResource(rd Read) (schema.GroupVersionResource, bool) {
 	if res, ok := builtinResources[gvk.GroupKind()]; ok {
 		return gvk.GroupVersion().WithResource(res), true
 	}
-	for _, e := range c.Resources {
+	for _, e := range entries {
 		if e.Kind == gvk.Kind && e.Group == gvk.Group {
 			return gvk.GroupVersion().WithResource(e.Resource), true
 		}

@@ -62,11 +62,15 @@ const (
 	// chart entry: {name: <release>}. stencil writes the same, so that what
 	// reads it keeps working.
 	StatusDeployedRelease = "deployedRelease"
+	// StatusReads is the status field that lists what the last render of
+	// an entry with reads read: apiVersion, kind, namespace, name and
+	// resourceVersion of each object, so a user sees why it re-rendered.
+	StatusReads = "reads"
 )
 
 // ReservedStatusFields are the status fields the controller owns; a status
 // template that renders one of them fails instead of fighting the controller.
-var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "readyReplicas", "conditions", StatusTemplateRevision}
+var ReservedStatusFields = []string{"observedGeneration", "phase", "replicas", "readyReplicas", "conditions", StatusTemplateRevision, StatusReads}
 
 // Condition types stencil writes on a custom resource.
 const (

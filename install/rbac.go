@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/entry"
 )
 
@@ -91,6 +92,10 @@ func ClusterRole(name string, entries []*entry.Entry, o RoleOptions) (*rbacv1.Cl
 			grant(res.Group, res.Resource, ChildVerbs...)
 		}
 	}
+	named, err := readGrants(entries, grant)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -126,6 +131,7 @@ func ClusterRole(name string, entries []*entry.Entry, o RoleOptions) (*rbacv1.Cl
 			rules = append(rules, *byVerbs[key])
 		}
 	}
+	rules = append(rules, namedReadRules(named, perms)...)
 	if rule := CRDRule(entries); o.ManageCRDs && rule != nil {
 		rules = append(rules, *rule)
 	}
@@ -184,4 +190,58 @@ func MetricsAuthRule() []rbacv1.PolicyRule {
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
+}
+
+// ReadVerbs are what a read needs: its informer's list and watch, and get.
+var ReadVerbs = []string{"get", "list", "watch"}
+
+// readGrants grants ReadVerbs on each kind the entries read by a
+// computed name or a selector (in any namespace a resource lives in), and
+// returns the fixed reads by group, resource and name: those get a rule
+// for their names alone (namedReadRules), since stencil watches them by
+// name.
+func readGrants(entries []*entry.Entry, grant func(group, resource string, verbs ...string)) (map[string]map[string][]string, error) {
+	served := make([]config.Resource, len(entries))
+	for i, e := range entries {
+		served[i] = e.Resource
+	}
+	named := map[string]map[string][]string{}
+	var errs []error
+	for _, e := range entries {
+		for j, rd := range e.Reads {
+			res, ok := config.ReadResource(rd, served)
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: %s: reads[%d]: the resource (plural) of %s is not known to stencil; add resource: <plural> to the read",
+					e.File, e.Label, j, rd.GVK()))
+				continue
+			}
+			if !rd.Fixed() {
+				grant(res.Group, res.Resource, ReadVerbs...)
+				continue
+			}
+			if named[res.Group] == nil {
+				named[res.Group] = map[string][]string{}
+			}
+			if !slices.Contains(named[res.Group][res.Resource], rd.ObjectName) {
+				named[res.Group][res.Resource] = append(named[res.Group][res.Resource], rd.ObjectName)
+			}
+		}
+	}
+	return named, errors.Join(errs...)
+}
+
+// namedReadRules are the rules of the fixed reads, one per resource,
+// sorted, leaving out a resource the role already reads whole.
+func namedReadRules(named map[string]map[string][]string, perms map[string]map[string]map[string]bool) []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	for _, group := range slices.Sorted(maps.Keys(named)) {
+		for _, res := range slices.Sorted(maps.Keys(named[group])) {
+			if v := perms[group][res]; v["get"] && v["list"] && v["watch"] {
+				continue
+			}
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{res},
+				ResourceNames: slices.Sorted(slices.Values(named[group][res])), Verbs: slices.Clone(ReadVerbs)})
+		}
+	}
+	return rules
 }

@@ -367,3 +367,57 @@ func quoteAll(s []string) []string {
 	}
 	return out
 }
+
+// StaticReads is a ReadSource over a fixed list of objects: the files of
+// stencil render --reads and of stencil test's cases.
+type StaticReads struct {
+	// Objects are the objects that exist; one without a namespace is in
+	// DefaultNamespace.
+	Objects          []*unstructured.Unstructured
+	DefaultNamespace string
+	// Kinds are the kinds stencil serves (the config's entries with a
+	// kind).
+	Kinds map[schema.GroupKind]bool
+}
+
+// NewStaticReads returns the StaticReads of objs for the entries of sets.
+func NewStaticReads(objs []*unstructured.Unstructured, defaultNS string, sets []*Set) *StaticReads {
+	kinds := map[schema.GroupKind]bool{}
+	for _, s := range sets {
+		if s.res.Kind != "" {
+			kinds[schema.GroupKind{Group: s.res.Group, Kind: s.res.Kind}] = true
+		}
+	}
+	return &StaticReads{Objects: objs, DefaultNamespace: defaultNS, Kinds: kinds}
+}
+
+// Get implements ReadSource.
+func (s *StaticReads) Get(rd config.Read, namespace, name string) (*unstructured.Unstructured, error) {
+	for _, u := range s.Objects {
+		if u.GroupVersionKind() == rd.GVK() && s.namespace(u) == namespace && u.GetName() == name {
+			return u, nil
+		}
+	}
+	return nil, nil
+}
+
+// List implements ReadSource.
+func (s *StaticReads) List(rd config.Read, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, u := range s.Objects {
+		if u.GroupVersionKind() == rd.GVK() && s.namespace(u) == namespace && sel.Matches(labels.Set(u.GetLabels())) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// Served implements ReadSource.
+func (s *StaticReads) Served(gk schema.GroupKind) bool { return s.Kinds[gk] }
+
+func (s *StaticReads) namespace(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return ns
+	}
+	return s.DefaultNamespace
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -99,7 +100,7 @@ func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig str
 }
 
 func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("render", "--config FILE | --watches FILE -f RESOURCE.yaml [--kube-version V] [--api-versions G/V] [--observed CHILDREN.yaml] [--resource PLURAL] [--namespace NS]")
+	fs := newFlagSet("render", "--config FILE | --watches FILE -f RESOURCE.yaml [--kube-version V] [--api-versions G/V] [--observed CHILDREN.yaml] [--reads OBJECTS.yaml] [--resource PLURAL] [--namespace NS]")
 	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
 	var file string
 	fs.StringVar(&file, "f", "", "`file` holding custom resources (--- separated); - reads stdin")
@@ -110,6 +111,7 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	var apiVersions listFlag
 	fs.Var(&apiVersions, "api-versions", "extra API `versions` a chart sees in .Capabilities.APIVersions (group/version or group/version/Kind, repeatable or comma-separated)")
 	observedFile := fs.String("observed", "", "`file` of live children (--- separated) that templates read (observed, ready, dependsOn); without it none exist, and templates that read them wait")
+	readsFile := fs.String("reads", "", "`file` of the objects the entries' reads see (--- separated); without it none exist, and a resource with a required read waits")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -153,17 +155,15 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "stencil render: %s: no resources found\n", file)
 		return exitFailed
 	}
-	var observed []*unstructured.Unstructured
-	if *observedFile != "" {
-		data, err := os.ReadFile(*observedFile)
-		if err == nil {
-			observed, err = decodeResources(data)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil render: --observed %s: %v\n", *observedFile, err)
-			return exitFailed
-		}
+	observed, ok := readObjects("--observed", *observedFile, stderr)
+	if !ok {
+		return exitFailed
 	}
+	readable, ok := readObjects("--reads", *readsFile, stderr)
+	if !ok {
+		return exitFailed
+	}
+	reads := templates.NewStaticReads(readable, *namespace, sets)
 	status := exitOK
 	out := &documents{w: stdout}
 	for _, u := range objs {
@@ -177,7 +177,7 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			status = exitFailed
 			continue
 		}
-		if !renderOne(out, stderr, where, set, u, reconcile.Observed(observed, u.GetNamespace(), *namespace)) {
+		if !renderOne(out, stderr, where, set, u, reconcile.Observed(observed, u.GetNamespace(), *namespace), reads) {
 			status = exitFailed
 		}
 	}
@@ -202,11 +202,27 @@ func (d *documents) write(doc []byte) {
 // renderOne renders one custom resource u with set: its children to out,
 // what the controller would not apply or would wait for to stderr. It
 // reports whether everything rendered.
-func renderOne(out *documents, stderr io.Writer, where string, set *templates.Set, u *unstructured.Unstructured, live templates.Live) bool {
+func renderOne(out *documents, stderr io.Writer, where string, set *templates.Set, u *unstructured.Unstructured, live templates.Live, reads templates.ReadSource) bool {
 	parent, err := view.NewObject(u, set.Resource().GVR())
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
 		return false
+	}
+	if set.HasReads() {
+		r, err := set.ResolveReads(parent, reads)
+		if err != nil {
+			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+			return false
+		}
+		for _, ref := range r.Refs {
+			fmt.Fprintf(stderr, "stencil render: %s: reads %s\n", where, ref)
+		}
+		if len(r.Missing) > 0 {
+			// What the controller does: nothing rendered, nothing written.
+			fmt.Fprintf(stderr, "stencil render: %s: waits: required read %s does not exist (give it with --reads)\n", where, strings.Join(r.Missing, ", "))
+			return true
+		}
+		parent.Reads = r.Values
 	}
 	r, err := set.RenderWith(parent, live)
 	if err != nil {
@@ -242,6 +258,24 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 		out.write(doc)
 	}
 	return ok
+}
+
+// readObjects reads the objects of the file a flag names; none without
+// one.
+func readObjects(flag, path string, stderr io.Writer) ([]*unstructured.Unstructured, bool) {
+	if path == "" {
+		return nil, true
+	}
+	data, err := os.ReadFile(path)
+	var objs []*unstructured.Unstructured
+	if err == nil {
+		objs, err = decodeResources(data)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil render: %s %s: %v\n", flag, path, err)
+		return nil, false
+	}
+	return objs, true
 }
 
 // decodeResources decodes every non-empty document of a YAML stream, split

@@ -129,6 +129,15 @@ func stencilStatusFields() map[string]apiextensionsv1.JSONSchemaProps {
 			Type:       "object",
 			Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": str},
 		},
+		contract.StatusReads: {
+			Type: "array",
+			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"apiVersion": str, "kind": str, "namespace": str, "name": str, "resourceVersion": str,
+				},
+			}},
+		},
 	}
 	return fields
 }

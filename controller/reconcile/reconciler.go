@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/registry"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	Writer Writer
 	// Metrics receives the reconciler's metrics.
 	Metrics *Metrics
+	// Reads watches what entries read and who read it (Wire builds it);
+	// nil: an entry with reads fails to sync.
+	Reads *reads.Watcher
 	// Enqueue queues a resource again (a rollout admitting the next ones).
 	Enqueue func(Key)
 	// MayWrite returns nil when this replica may write for a namespace

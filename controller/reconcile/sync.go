@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/contract"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/rollout"
@@ -60,6 +61,9 @@ type pass struct {
 	parent *unstructured.Unstructured
 	// render is what the templates rendered; nil until they did.
 	render *templates.Result
+	// reads is what the entry's reads found; nil without reads, or
+	// until they were resolved.
+	reads *templates.Reads
 }
 
 // Sync reconciles one custom resource. It reads only from the caches, writes
@@ -82,8 +86,11 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 			c.forgetRollout(entry, key)
 		}
 		// Its fight episode, last status patch, refused children and
-		// failed render (resources.go).
+		// failed render (resources.go), and what it read.
 		c.resources.forget(key)
+		if c.opts.Reads != nil {
+			c.opts.Reads.Forget(reads.Reader(key))
+		}
 		return nil
 	}
 	if err != nil {
@@ -132,11 +139,19 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	if err != nil {
 		return c.fail(ctx, p, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", p.key, err)))
 	}
-	// A render that reads live children depends on them too: its failure
-	// is not remembered by the resource's spec alone.
-	readsLive := entry.Set.ReadsLive()
+	if entry.Set.HasReads() {
+		if err := c.resolveReads(ctx, p, obj); err != nil {
+			return err
+		}
+		if len(p.reads.Missing) > 0 {
+			return c.waitForReads(ctx, p)
+		}
+	}
+	// A render that reads live children or other objects depends on them
+	// too: its failure is not remembered by the resource's spec alone.
+	readsLive := entry.Set.ReadsLive() || entry.Set.HasReads()
 	var live templates.Live
-	if readsLive {
+	if entry.Set.ReadsLive() {
 		live = c.liveChildrenOf(ctx, entry, parent)
 	}
 	r, err := entry.Set.RenderWith(obj, live)
@@ -230,6 +245,12 @@ func (c *Reconciler) failWith(ctx context.Context, p *pass, out status.Outcome, 
 // setStatus finishes a sync that came to out: the status computed from
 // it is patched.
 func (c *Reconciler) setStatus(ctx context.Context, p *pass, out status.Outcome, unchanged int) error {
+	if p.reads != nil {
+		out.ReadsDeclared = true
+		for _, r := range p.reads.Refs {
+			out.Reads = append(out.Reads, map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "namespace": r.Namespace, "name": r.Name, "resourceVersion": r.ResourceVersion})
+		}
+	}
 	return c.finish(ctx, p, Outcome{Key: p.key, Parent: p.parent, Render: p.render, Status: out, Unchanged: unchanged}, status.Desired(p.parent, out))
 }
 

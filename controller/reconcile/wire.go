@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/templates"
 )
@@ -33,6 +34,13 @@ func Wire(ctx context.Context, ro registry.Options, rec Options, cfg *config.Con
 		return nil, nil, err
 	}
 	rec.Registry = reg
+	enqueue := rec.Enqueue
+	rec.Reads = reads.New(ctx, reads.Options{Dynamic: ro.Dynamic, Mapper: ro.Mapper, Namespace: ro.Namespace,
+		Served: reg.ServesKind, Enqueue: func(r reads.Reader) {
+			if enqueue != nil {
+				enqueue(Key(r))
+			}
+		}})
 	rc := New(rec)
 	rc.observingKinds = kinds
 	// The kinds known before the caches fill (served entries add theirs).

@@ -310,6 +310,14 @@ func (r *Registry) ChildKinds() []*Child {
 	return slices.Collect(maps.Values(r.children))
 }
 
+// ServesKind reports whether a configured resource of kind gk is served.
+func (r *Registry) ServesKind(gk schema.GroupKind) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.byKind[gk]
+	return ok
+}
+
 // ResolveOwner returns the GVR of the cached custom resource that ref names
 // in ns, matching group, kind and UID: a kind alone is ambiguous when
 // several CRDs are served.

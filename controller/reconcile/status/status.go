@@ -53,6 +53,9 @@ const (
 	// ReasonWaitingForDependency: a template waits for a child of another
 	// (dependsOn) or one it reads (observed) that is not there or ready.
 	ReasonWaitingForDependency = "WaitingForDependency"
+	// ReasonWaitingForRead: a required read (an entry's reads) does not
+	// exist; nothing is written or pruned until it does.
+	ReasonWaitingForRead = "WaitingForRead"
 )
 
 // Desired computes the status the resource should have after a sync
@@ -69,6 +72,11 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	status["observedGeneration"] = gen
 	if out.Revision != "" {
 		status[contract.StatusTemplateRevision] = out.Revision
+	}
+	if out.ReadsDeclared {
+		status[contract.StatusReads] = append([]any{}, out.Reads...)
+	} else {
+		delete(status, contract.StatusReads)
 	}
 
 	cond := readyCondition(status, out, gen)
@@ -99,7 +107,11 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 // phase and replica counts in status on the way.
 func readyCondition(status map[string]any, out Outcome, gen int64) metav1.Condition {
 	cond := metav1.Condition{Type: contract.ConditionReady, ObservedGeneration: gen}
-	if out.FailReason != "" {
+	if out.WaitingForRead != "" {
+		// Nothing was rendered or written: pending, not failed.
+		status["phase"] = PhasePending
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonWaitingForRead, out.WaitingForRead
+	} else if out.FailReason != "" {
 		status["phase"] = PhaseDegraded
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, out.FailReason, out.FailMessage
 	} else {
@@ -338,6 +350,12 @@ type Outcome struct {
 	// Release, for a chart entry that converged, sets helm-operator's
 	// Deployed condition.
 	Release *Release
+	// WaitingForRead, when set, names the required reads that do not
+	// exist: Ready is False with ReasonWaitingForRead, Reconciling True.
+	WaitingForRead string
+	// Reads, with ReadsDeclared, is status.reads: what the render read.
+	Reads         []any
+	ReadsDeclared bool
 }
 
 // Release is what a chart entry's sync did, for the Deployed condition.

@@ -1,0 +1,396 @@
+// Package reads watches the objects custom resources read without owning
+// them (an entry's reads, DESIGN.md) and knows which resource read what:
+// an informer per read scope, shared by every resource, and an index from
+// each read object (or each namespace and selector) to its readers, so
+// that a change re-renders exactly those.
+//
+// The choice a newcomer may question: the informers start on first use,
+// from the sync that needs them (which waits for their first list), not
+// with the registry's. Reads are declared per entry and resolved per
+// resource (a name computed from the spec), so only a sync knows what it
+// reads; starting on first use keeps the registry's reload and sharding
+// untouched, costs one wait per scope per process, and never watches a
+// kind no resource reads. A fixed read (objectName and namespace set by
+// the platform) watches its one object by field selector, which the
+// one-name RBAC rule "stencil rbac" prints allows; every other read
+// watches its kind in every namespace (or the run's --namespace).
+package reads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates"
+)
+
+// Reader is a custom resource that reads: its resource and name.
+type Reader struct {
+	GVR schema.GroupVersionResource
+	types.NamespacedName
+}
+
+// Options configures a Watcher.
+type Options struct {
+	// Dynamic lists and watches the read kinds.
+	Dynamic dynamic.Interface
+	// Mapper resolves a read's kind to its resource.
+	Mapper meta.RESTMapper
+	// Namespace limits the watches of computed reads to one namespace;
+	// empty is all.
+	Namespace string
+	// Served reports whether stencil serves a kind (its status is its
+	// own output, not part of what a read sees); nil serves none.
+	Served func(gk schema.GroupKind) bool
+	// Enqueue queues a reader whose reads changed; nil queues nothing
+	// ("stencil diff" reads once).
+	Enqueue func(Reader)
+	// SyncTimeout bounds the wait for a new scope's first list (default 30s).
+	SyncTimeout time.Duration
+}
+
+// Watcher holds the read informers and the index of readers.
+type Watcher struct {
+	opts Options
+	// ctx is what informers run under.
+	ctx context.Context
+
+	mu     sync.Mutex
+	scopes map[scope]*scoped
+	// byObject indexes the readers of one object (kind, namespace,
+	// name), whether it exists or not: its creation wakes them too.
+	byObject map[objectKey]map[Reader]bool
+	// bySelector indexes the selector readers of a kind in a namespace.
+	bySelector map[spaceKey]map[Reader][]labels.Selector
+	// tracked is what each reader was last indexed by, to drop it.
+	tracked map[Reader][]templates.ReadTarget
+}
+
+// scope is what one informer watches.
+type scope struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+	// name, when set, is the one object a fixed read watches.
+	name string
+	// full keeps a Secret's data in the cache: some read of the scope
+	// says secretData.
+	full bool
+}
+
+// scoped is one scope's informer.
+type scoped struct {
+	inf  cache.SharedIndexInformer
+	gvk  schema.GroupVersionKind
+	done chan struct{}
+	// err is the last list or watch error, for the message of a sync
+	// that times out waiting.
+	mu  sync.Mutex
+	err error
+}
+
+type objectKey struct {
+	gk        schema.GroupKind
+	namespace string
+	name      string
+}
+
+type spaceKey struct {
+	gk        schema.GroupKind
+	namespace string
+}
+
+// New returns a Watcher whose informers run under ctx.
+func New(ctx context.Context, opts Options) *Watcher {
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = 30 * time.Second
+	}
+	if opts.Served == nil {
+		opts.Served = func(schema.GroupKind) bool { return false }
+	}
+	return &Watcher{opts: opts, ctx: ctx, scopes: map[scope]*scoped{},
+		byObject: map[objectKey]map[Reader]bool{}, bySelector: map[spaceKey]map[Reader][]labels.Selector{},
+		tracked: map[Reader][]templates.ReadTarget{}}
+}
+
+// Source returns the ReadSource of one sync: the watcher's caches,
+// started and synced on first use.
+func (w *Watcher) Source(ctx context.Context) templates.ReadSource {
+	return source{w: w, ctx: ctx}
+}
+
+type source struct {
+	w   *Watcher
+	ctx context.Context
+}
+
+// Get implements templates.ReadSource.
+func (s source) Get(rd config.Read, ns, name string) (*unstructured.Unstructured, error) {
+	sc, err := s.w.scopeOf(s.ctx, rd, ns)
+	if err != nil {
+		return nil, err
+	}
+	key := name
+	if ns != "" {
+		key = ns + "/" + name
+	}
+	obj, ok, err := sc.inf.GetIndexer().GetByKey(key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u, nil
+}
+
+// List implements templates.ReadSource.
+func (s source) List(rd config.Read, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	sc, err := s.w.scopeOf(s.ctx, rd, ns)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := sc.inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok && sel.Matches(labels.Set(u.GetLabels())) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// Served implements templates.ReadSource.
+func (s source) Served(gk schema.GroupKind) bool { return s.w.opts.Served(gk) }
+
+// scopeOf returns the synced informer that serves rd in ns, starting it
+// on first use.
+func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scoped, error) {
+	gvk := rd.GVK()
+	mapping, err := w.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not served: %w", gvk, err)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+		return nil, fmt.Errorf("%s is cluster-scoped: a read is of namespaced objects", gvk)
+	}
+	sc := scope{gvr: mapping.Resource, namespace: w.opts.Namespace, full: !rd.IsSecret() || rd.SecretData}
+	if rd.Fixed() {
+		// One object by name: in its namespace when the platform fixed
+		// one, else by that name in every namespace (one watch, not one
+		// per namespace in use).
+		sc.name = rd.ObjectName
+		if rd.Namespace != "" {
+			sc.namespace = ns
+		}
+	}
+	w.mu.Lock()
+	s, ok := w.scopes[sc]
+	if !ok {
+		s = w.start(sc, gvk)
+		w.scopes[sc] = s
+	}
+	w.mu.Unlock()
+	timer := time.NewTimer(w.opts.SyncTimeout)
+	defer timer.Stop()
+	select {
+	case <-s.done:
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		s.mu.Lock()
+		last := s.err
+		s.mu.Unlock()
+		if last == nil {
+			last = errors.New("no list yet")
+		}
+		return nil, fmt.Errorf("the watch of %s has not listed within %s: %w", describe(sc), w.opts.SyncTimeout, last)
+	}
+}
+
+// describe names a scope in messages.
+func describe(sc scope) string {
+	switch {
+	case sc.name != "":
+		return fmt.Sprintf("%s %s/%s", sc.gvr.GroupResource(), sc.namespace, sc.name)
+	case sc.namespace != "":
+		return fmt.Sprintf("%s in namespace %s", sc.gvr.GroupResource(), sc.namespace)
+	}
+	return sc.gvr.GroupResource().String()
+}
+
+// start builds and runs the informer of sc; w.mu is held.
+func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind) *scoped {
+	s := &scoped{gvk: gvk, done: make(chan struct{})}
+	tweak := func(lo *metav1.ListOptions) {
+		if sc.name != "" {
+			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", sc.name).String()
+		}
+	}
+	s.inf = dynamicinformer.NewFilteredDynamicInformer(w.opts.Dynamic, sc.gvr, sc.namespace, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
+	secret := gvk.Group == "" && gvk.Kind == "Secret"
+	_ = s.inf.SetTransform(func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		u.SetManagedFields(nil)
+		if secret && !sc.full {
+			// No read of this scope may see a Secret's data: it never
+			// enters the cache (its key names do).
+			if data, ok := u.Object["data"].(map[string]any); ok {
+				for k := range data {
+					data[k] = ""
+				}
+			}
+		}
+		return u, nil
+	})
+	_ = s.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	_, _ = s.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.changed(nil, obj) },
+		UpdateFunc: w.changed,
+		DeleteFunc: func(obj any) { w.changed(obj, nil) },
+	})
+	klog.FromContext(w.ctx).V(2).Info("Watching reads", "scope", describe(sc))
+	go s.inf.RunWithContext(w.ctx)
+	go func() {
+		if cache.WaitForCacheSync(w.ctx.Done(), s.inf.HasSynced) {
+			close(s.done)
+		}
+	}()
+	return s
+}
+
+// changed queues the readers of an object that was added, changed or
+// deleted. An update that leaves what a read sees as it was (a status
+// patch of a kind stencil serves, a new resourceVersion alone) queues
+// nobody: that is what keeps resources that read each other from
+// re-rendering each other forever.
+func (w *Watcher) changed(oldObj, newObj any) {
+	old, cur := asObject(oldObj), asObject(newObj)
+	if old != nil && cur != nil {
+		served := w.opts.Served(cur.GroupVersionKind().GroupKind())
+		full := config.Read{SecretData: true}
+		if reflect.DeepEqual(templates.ReadView(old, full, served), templates.ReadView(cur, full, served)) {
+			return
+		}
+	}
+	if w.opts.Enqueue == nil {
+		return
+	}
+	readers := map[Reader]bool{}
+	for _, u := range []*unstructured.Unstructured{old, cur} {
+		if u == nil {
+			continue
+		}
+		gk := u.GroupVersionKind().GroupKind()
+		w.mu.Lock()
+		for r := range w.byObject[objectKey{gk, u.GetNamespace(), u.GetName()}] {
+			readers[r] = true
+		}
+		for r, sels := range w.bySelector[spaceKey{gk, u.GetNamespace()}] {
+			for _, sel := range sels {
+				if sel.Matches(labels.Set(u.GetLabels())) {
+					readers[r] = true
+				}
+			}
+		}
+		w.mu.Unlock()
+	}
+	for r := range readers {
+		w.opts.Enqueue(r)
+	}
+}
+
+// asObject is obj as an object, a tombstone's included.
+func asObject(obj any) *unstructured.Unstructured {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+// Track records what reader's last render looked for, replacing what it
+// looked for before.
+func (w *Watcher) Track(reader Reader, targets []templates.ReadTarget) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.untrackLocked(reader)
+	for _, t := range targets {
+		gk := t.Read.GVK().GroupKind()
+		switch {
+		case t.Selector != nil:
+			k := spaceKey{gk, t.Namespace}
+			if w.bySelector[k] == nil {
+				w.bySelector[k] = map[Reader][]labels.Selector{}
+			}
+			w.bySelector[k][reader] = append(w.bySelector[k][reader], t.Selector)
+		case t.Name != "":
+			k := objectKey{gk, t.Namespace, t.Name}
+			if w.byObject[k] == nil {
+				w.byObject[k] = map[Reader]bool{}
+			}
+			w.byObject[k][reader] = true
+		}
+	}
+	w.tracked[reader] = targets
+}
+
+// Forget drops reader from the index: it was deleted.
+func (w *Watcher) Forget(reader Reader) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.untrackLocked(reader)
+}
+
+func (w *Watcher) untrackLocked(reader Reader) {
+	for _, t := range w.tracked[reader] {
+		gk := t.Read.GVK().GroupKind()
+		if t.Selector != nil {
+			k := spaceKey{gk, t.Namespace}
+			delete(w.bySelector[k], reader)
+			if len(w.bySelector[k]) == 0 {
+				delete(w.bySelector, k)
+			}
+			continue
+		}
+		k := objectKey{gk, t.Namespace, t.Name}
+		delete(w.byObject[k], reader)
+		if len(w.byObject[k]) == 0 {
+			delete(w.byObject, k)
+		}
+	}
+	delete(w.tracked, reader)
+}
+
+// Readers counts the resources indexed, for tests and metrics.
+func (w *Watcher) Readers() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.tracked)
+}
