@@ -126,9 +126,10 @@ func compileReads(res config.Resource) (map[string]*template.Template, error) {
 func (s *Set) HasReads() bool { return len(s.res.Reads) > 0 }
 
 // ResolveReads renders the computed names and selectors of the entry's
-// reads over parent and takes what they name from src. A computed name
-// that renders empty, or is not a valid name, reads nothing; a fixed one
-// reads in its namespace, every other in the resource's.
+// reads over parent and takes what they name from src. A computed name or
+// label value that renders empty, or is not a valid name or value, reads
+// nothing; a fixed read reads in its namespace, every other in the
+// resource's.
 func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) {
 	out := &Reads{Values: make(map[string]any, len(s.res.Reads))}
 	for i, rd := range s.res.Reads {
@@ -145,7 +146,10 @@ func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) 
 				if err != nil {
 					return nil, err
 				}
-				if len(validation.IsValidLabelValue(got)) > 0 {
+				if len(validation.IsValidLabelValue(got)) > 0 || (got == "" && config.IsTemplate(v)) {
+					// A computed value that renders empty (the spec
+					// field unset) would match every object without
+					// the label: it reads nothing instead.
 					valid = false
 				}
 				set[k] = got

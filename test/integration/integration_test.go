@@ -60,6 +60,9 @@ type counter struct {
 	byObject map[string]int // "resource/name" -> mutating requests
 	reads    atomic.Int64
 	dryRuns  atomic.Int64
+	// watches counts the watch requests among reads (GETs with
+	// watch=true): an informer renews its watch every few minutes.
+	watches atomic.Int64
 }
 
 func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -67,6 +70,9 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		switch {
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			c.reads.Add(1)
+			if r.URL.Query().Get("watch") == "true" {
+				c.watches.Add(1)
+			}
 		case r.URL.Query().Get("dryRun") != "":
 			c.dryRuns.Add(1)
 		default:
@@ -102,6 +108,7 @@ func (c *counter) reset() {
 	c.byObject = map[string]int{}
 	c.reads.Store(0)
 	c.dryRuns.Store(0)
+	c.watches.Store(0)
 }
 
 // writesTo returns the mutating requests to one object, e.g. "deployments/x".

@@ -1,0 +1,478 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"stencil.dev/stencil/controller"
+)
+
+// Reads (DESIGN.md, "reads"), on the real API server: a Reader reads the
+// platform's defaults (a ConfigMap in the platform's namespace, by a
+// fixed name), a Secret its spec names (required; key names only) and
+// its peers (Readers of the same tier, by a computed selector), and
+// renders one ConfigMap from them.
+
+var (
+	readers    = schema.GroupVersionResource{Group: "reads.stencil.dev", Version: "v1", Resource: "readers"}
+	configmaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	secrets    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+)
+
+const readersCRD = "readers.reads.stencil.dev"
+
+func readsConfig(platformNS string) string {
+	return `resources:
+  - group: reads.stencil.dev
+    version: v1
+    resource: readers
+    kind: Reader
+    schema:
+      spec:
+        passwordSecret: string
+        region: boolean
+        tier: string
+    children: [{apiVersion: v1, kind: ConfigMap}]
+    templates: [out.yaml.tmpl]
+    reads:
+      - {name: defaults, apiVersion: v1, kind: ConfigMap, objectName: platform-defaults, namespace: ` + platformNS + `}
+      - {name: password, apiVersion: v1, kind: Secret, objectName: "{{ .Spec.passwordSecret }}", required: true}
+      - name: peers
+        apiVersion: reads.stencil.dev/v1
+        kind: Reader
+        selector: {matchLabels: {tier: "{{ .Spec.tier }}"}}
+`
+}
+
+const readsTemplate = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Name }}-out
+data:
+  keys: {{ keys (read "password").data | sortAlpha | join "," | quote }}
+  {{- if get .Spec "region" false }}
+  region: {{ with read "defaults" }}{{ .data.region | quote }}{{ else }}"none"{{ end }}
+  {{- end }}
+  peers: {{ range (read "peers") }}{{ .metadata.name }} {{ end }}
+`
+
+// startReaders writes the config, starts a controller over ns that
+// manages the Reader CRD, and waits until it is served.
+func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformNS string) (*running, string) {
+	t.Helper()
+	cfg := restConfig(t)
+	admin := dynamic.NewForConfigOrDie(cfg)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "out.yaml.tmpl"), []byte(readsTemplate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(path, []byte(readsConfig(platformNS)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), readersCRD, metav1.DeleteOptions{}) })
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	poll(t, time.Minute, "the Reader CRD, established", func() (bool, error) {
+		_, err := admin.Resource(readers).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	return r, path
+}
+
+func reader(ns, name string, lbls map[string]any, spec map[string]any) *unstructured.Unstructured {
+	u := cr(readers, "Reader", ns, name, spec)
+	if lbls != nil {
+		u.Object["metadata"].(map[string]any)["labels"] = lbls
+	}
+	return u
+}
+
+func object(gvr schema.GroupVersionResource, kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": ns}}}
+	for k, v := range fields {
+		u.Object[k] = v
+	}
+	return u
+}
+
+// readCondition returns the Ready condition's status, reason and message.
+func readCondition(u *unstructured.Unstructured) (string, string, string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" {
+			s, _ := m["status"].(string)
+			r, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return s, r, msg
+		}
+	}
+	return "", "", ""
+}
+
+// statusReads lists status.reads as "Kind ns/name@rv".
+func statusReads(u *unstructured.Unstructured) []string {
+	list, _, _ := unstructured.NestedSlice(u.Object, "status", "reads")
+	var out []string
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		out = append(out, fmt.Sprintf("%s %s/%s@%s", m["kind"], m["namespace"], m["name"], m["resourceVersion"]))
+	}
+	return out
+}
+
+// TestReads: a required read that is missing holds the resource
+// (WaitingForRead, no child written) until it is created, then Ready
+// within 30 s, status.reads naming what it read; a Secret the tenant
+// names shows its key names, never its data; a Secret of another
+// namespace reads nothing; Readers that read each other converge and then
+// write nothing.
+func TestReads(t *testing.T) {
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(restConfig(t))
+	suffix := time.Now().UnixNano() % 100000
+	ns, platform, other := fmt.Sprintf("it-reads-%d", suffix), fmt.Sprintf("it-platform-%d", suffix), fmt.Sprintf("it-other-%d", suffix)
+	for _, n := range []string{ns, platform, other} {
+		newNamespace(ctx, t, admin, n)
+	}
+	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults",
+		map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r, _ := startReaders(ctx, t, cnt, ns, platform)
+	defer r.stop(t)
+	ri := admin.Resource(readers).Namespace(ns)
+
+	// A required read that does not exist: WaitingForRead, nothing written.
+	if _, err := createOnce(ctx, ri, reader(ns, "waiting", nil, map[string]any{"passwordSecret": "db", "region": true})); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	poll(t, time.Minute, "waiting: Ready False, WaitingForRead", func() (bool, error) {
+		u, err := ri.Get(ctx, "waiting", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		status, reason, m := readCondition(u)
+		msg = m
+		return status == "False" && reason == "WaitingForRead", nil
+	})
+	t.Logf("waiting: WaitingForRead: %s", msg)
+	if !strings.Contains(msg, "Secret "+ns+"/db") {
+		t.Errorf("the message does not name the Secret it waits for: %q", msg)
+	}
+	if _, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, "waiting-out", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a child was written while a required read was missing: %v", err)
+	}
+	if n := cnt.writesTo("configmaps/waiting-out"); n != 0 {
+		t.Errorf("%d writes to the child while a required read was missing", n)
+	}
+
+	// Created: Ready within 30 s, the Secret's key names and no data.
+	const password = "cGxhdGZvcm0tc2VjcmV0" // base64 of platform-secret
+	if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db",
+		map[string]any{"data": map[string]any{"password": password, "user": "YWRtaW4="}})); err != nil {
+		t.Fatal(err)
+	}
+	// The tenant names a Secret that exists only in another namespace.
+	if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(other), object(secrets, "Secret", other, "theirs",
+		map[string]any{"data": map[string]any{"token": password}})); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	var waiting *unstructured.Unstructured
+	poll(t, 30*time.Second, "waiting: Ready once its Secret exists", func() (bool, error) {
+		u, err := ri.Get(ctx, "waiting", metav1.GetOptions{})
+		waiting = u
+		return err == nil && readyTrue(u), nil
+	})
+	t.Logf("waiting: Ready %s after its Secret was created", time.Since(created).Round(time.Millisecond))
+	child, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, "waiting-out", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, _ := unstructured.NestedStringMap(child.Object, "data")
+	if data["keys"] != "password,user" || data["region"] != "eu-west-1" {
+		t.Errorf("child data = %v, want keys password,user and region eu-west-1", data)
+	}
+	if text := fmt.Sprint(child.Object); strings.Contains(text, password) || strings.Contains(text, "platform-secret") {
+		t.Errorf("the child holds the Secret's data: %v", data)
+	}
+	got := statusReads(waiting)
+	t.Logf("waiting: status.reads = %v", got)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "ConfigMap "+platform+"/platform-defaults@") || !strings.HasPrefix(got[1], "Secret "+ns+"/db@") {
+		t.Errorf("status.reads = %v, want the platform's ConfigMap and the Secret, with resourceVersions", got)
+	}
+
+	if _, err := createOnce(ctx, ri, reader(ns, "stranger", nil, map[string]any{"passwordSecret": "theirs"})); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, time.Minute, "stranger: WaitingForRead (its Secret is in another namespace)", func() (bool, error) {
+		u, err := ri.Get(ctx, "stranger", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		status, reason, _ := readCondition(u)
+		if status == "True" {
+			return false, fmt.Errorf("stranger became Ready reading a Secret of namespace %s", other)
+		}
+		for _, ref := range statusReads(u) {
+			if strings.Contains(ref, "theirs") {
+				return false, fmt.Errorf("stranger read %s", ref)
+			}
+		}
+		return reason == "WaitingForRead", nil
+	})
+
+	// Peers: three Readers of one tier read each other. They converge,
+	// and then nothing is written: a status patch of one does not
+	// re-render the others.
+	peers := []string{"p1", "p2", "p3"}
+	for _, name := range peers {
+		if _, err := createOnce(ctx, ri, reader(ns, name, map[string]any{"tier": "gold"}, map[string]any{"passwordSecret": "db", "tier": "gold"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, time.Minute, "the peers Ready, each listing all three", func() (bool, error) {
+		for _, name := range peers {
+			u, err := ri.Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !readyTrue(u) {
+				return false, nil
+			}
+			c, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, name+"-out", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if p, _, _ := unstructured.NestedString(c.Object, "data", "peers"); strings.TrimSpace(p) != "p1 p2 p3" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	// Wait for the queue to drain, then 15 s of quiet.
+	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
+	cnt.reset()
+	quiet := time.Now()
+	for time.Since(quiet) < 15*time.Second {
+		if total, by := cnt.snapshot(); total != 0 {
+			t.Fatalf("readers that read each other keep writing: %d mutating requests in %s: %v", total, time.Since(quiet).Round(time.Millisecond), by)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("peers: 0 mutating requests in 15 s once converged")
+}
+
+// fanOut is one run of the fan-out: n Readers in ns, half of which
+// print the platform's region, and the change of that region.
+type fanOut struct {
+	t     testing.TB
+	ctx   context.Context
+	admin dynamic.Interface
+	ns    string
+	n     int
+}
+
+// create creates the Readers and waits until all are Ready with their
+// children written; it returns each child's resourceVersion.
+func (f fanOut) create() map[string]string {
+	t := f.t
+	ri := f.admin.Resource(readers).Namespace(f.ns)
+	var wg sync.WaitGroup
+	errs := make(chan error, f.n)
+	sem := make(chan struct{}, 16)
+	for i := range f.n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := createOnce(f.ctx, ri, reader(f.ns, fmt.Sprintf("r%04d", i), nil, map[string]any{"passwordSecret": "db", "region": i%2 == 0})); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rvs := map[string]string{}
+	poll(t, 10*time.Minute, fmt.Sprintf("%d Readers Ready", f.n), func() (bool, error) {
+		list, err := ri.List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, u := range list.Items {
+			if readyTrue(&u) {
+				ready++
+			}
+		}
+		return ready == f.n, nil
+	})
+	f.children(func(name string, c *unstructured.Unstructured) { rvs[name] = c.GetResourceVersion() })
+	if len(rvs) != f.n {
+		t.Fatalf("%d children for %d Readers", len(rvs), f.n)
+	}
+	return rvs
+}
+
+// children calls fn with each child ConfigMap of the Readers.
+func (f fanOut) children(fn func(name string, c *unstructured.Unstructured)) {
+	list, err := f.admin.Resource(configmaps).Namespace(f.ns).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range list.Items {
+		if name, ok := strings.CutSuffix(list.Items[i].GetName(), "-out"); ok {
+			fn(name, &list.Items[i])
+		}
+	}
+}
+
+// waitRegion waits until every child that prints the region prints want;
+// it returns the time that took.
+func (f fanOut) waitRegion(want string) time.Duration {
+	began := time.Now()
+	poll(f.t, 5*time.Minute, fmt.Sprintf("%d children printing region %s", f.n/2, want), func() (bool, error) {
+		done := 0
+		f.children(func(_ string, c *unstructured.Unstructured) {
+			if r, _, _ := unstructured.NestedString(c.Object, "data", "region"); r == want {
+				done++
+			}
+		})
+		return done == f.n/2, nil
+	})
+	return time.Since(began)
+}
+
+// changed returns how many children's resourceVersions differ from rvs,
+// as the API server stores them, split by whether they print the region.
+func (f fanOut) changed(rvs map[string]string) (regional, others int) {
+	f.children(func(name string, c *unstructured.Unstructured) {
+		if c.GetResourceVersion() == rvs[name] {
+			return
+		}
+		i, _ := strconv.Atoi(strings.TrimPrefix(name, "r"))
+		if i%2 == 0 {
+			regional++
+		} else {
+			others++
+		}
+	})
+	return regional, others
+}
+
+// readersN is how many Readers TestReadFanOut creates
+// (STENCIL_READERS, default 1000).
+func readersN(t testing.TB) int {
+	if v := os.Getenv("STENCIL_READERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			t.Fatalf("STENCIL_READERS=%q: want a number of at least 2", v)
+		}
+		return n
+	}
+	return 1000
+}
+
+// TestReadFanOut: one platform ConfigMap read by 1,000 Readers, half of
+// which print its region, edited once: every Reader renders again, the
+// children whose render changed are written (counted at the API server:
+// their resourceVersions) and no other; the time from the edit to the
+// last child written is printed. Then a minute with nothing changing
+// costs no request, and a restart writes nothing.
+func TestReadFanOut(t *testing.T) {
+	ctx := context.Background()
+	cfg := restConfig(t)
+	admin := dynamic.NewForConfigOrDie(cfg)
+	suffix := time.Now().UnixNano() % 100000
+	ns, platform := fmt.Sprintf("it-fanout-%d", suffix), fmt.Sprintf("it-fanout-platform-%d", suffix)
+	newNamespace(ctx, t, admin, ns)
+	newNamespace(ctx, t, admin, platform)
+	cms := admin.Resource(configmaps).Namespace(platform)
+	if _, err := createOnce(ctx, cms, object(configmaps, "ConfigMap", platform, "platform-defaults", map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db", map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r, path := startReaders(ctx, t, cnt, ns, platform)
+	f := fanOut{t: t, ctx: ctx, admin: admin, ns: ns, n: readersN(t)}
+	began := time.Now()
+	rvs := f.create()
+	t.Logf("%d Readers Ready in %s", f.n, time.Since(began).Round(time.Millisecond))
+	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
+
+	// The edit.
+	cnt.reset()
+	before := r.counterValue(t, "stencil_reconcile_total")
+	cm, err := cms.Get(ctx, "platform-defaults", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(cm.Object, "us-east-2", "data", "region")
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := f.waitRegion("us-east-2")
+	r.settle(t, before, f.n)
+	reconciles := r.counterValue(t, "stencil_reconcile_total") - before
+	regional, others := f.changed(rvs)
+	childWrites := 0
+	cnt.mu.Lock()
+	for obj, n := range cnt.byObject {
+		if strings.HasPrefix(obj, "configmaps/") {
+			childWrites += n
+		}
+	}
+	cnt.mu.Unlock()
+	total, by := cnt.snapshot()
+	t.Logf("edit of the platform ConfigMap read by %d Readers: last child written %s after the edit; %.0f reconciles; children changed at the API server: %d printing the region, %d others; %d child writes, %d mutating requests in all (%v)",
+		f.n, took.Round(time.Millisecond), reconciles, regional, others, childWrites, total, by)
+	if regional != f.n/2 || others != 0 || childWrites != f.n/2 {
+		t.Errorf("want exactly the %d children that print the region written: %d of them changed, %d others, %d child writes", f.n/2, regional, others, childWrites)
+	}
+	if reconciles < float64(f.n) {
+		t.Errorf("%.0f reconciles after the edit, want every one of the %d Readers rendered again", reconciles, f.n)
+	}
+
+	// Nothing changes for a minute: no request at all (watches renewed
+	// are counted apart).
+	cnt.reset()
+	time.Sleep(time.Minute) // the measurement's window, not a wait for the controller
+	total, by = cnt.snapshot()
+	t.Logf("a minute with nothing changing: %d mutating requests, %d reads (%d watches renewed)", total, cnt.reads.Load()-cnt.watches.Load(), cnt.watches.Load())
+	if total != 0 || cnt.reads.Load()-cnt.watches.Load() != 0 {
+		t.Errorf("a minute with nothing changing made %d mutating requests (%v) and %d reads", total, by, cnt.reads.Load()-cnt.watches.Load())
+	}
+
+	// A restart writes nothing.
+	r.stop(t)
+	restart := &counter{mutating: map[string]int{}}
+	r2 := startWith(t, cfg, restart, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	defer r2.stop(t)
+	r2.settle(t, 0, f.n)
+	total, by = restart.snapshot()
+	t.Logf("restart: %d Readers reconciled, %d mutating requests (%v)", f.n, total, by)
+	if total != 0 {
+		t.Errorf("a restart made %d mutating requests: %v", total, by)
+	}
+}
