@@ -80,6 +80,8 @@ type Watcher struct {
 	bySelector map[spaceKey]map[Reader][]labels.Selector
 	// tracked is what each reader was last indexed by, to drop it.
 	tracked map[Reader][]templates.ReadTarget
+	// lastReset is when restMapping last reset the mapper.
+	lastReset time.Time
 }
 
 // scope is what one informer watches.
@@ -183,7 +185,7 @@ func (s source) Served(gk schema.GroupKind) bool { return s.w.opts.Served(gk) }
 // on first use.
 func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scoped, error) {
 	gvk := rd.GVK()
-	mapping, err := w.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := w.restMapping(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not served: %w", gvk, err)
 	}
@@ -224,6 +226,33 @@ func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scop
 		return nil, fmt.Errorf("the watch of %s has not listed within %s: %w", describe(sc), w.opts.SyncTimeout, last)
 	}
 }
+
+// restMapping looks gvk up. A kind the mapper does not know may be one
+// whose CRD was installed since discovery was cached: the mapper is reset
+// and asked again, at most once per resetEvery, so that a read of a kind
+// that is not served does not hammer discovery.
+func (w *Watcher) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	mapping, err := w.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	rm, ok := w.opts.Mapper.(meta.ResettableRESTMapper)
+	if err == nil || !ok {
+		return mapping, err
+	}
+	w.mu.Lock()
+	reset := time.Since(w.lastReset) >= resetEvery
+	if reset {
+		w.lastReset = time.Now()
+	}
+	w.mu.Unlock()
+	if !reset {
+		return mapping, err
+	}
+	rm.Reset()
+	return w.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+}
+
+// resetEvery bounds how often a read of a kind the mapper does not know
+// resets it.
+const resetEvery = 5 * time.Second
 
 // describe names a scope in messages.
 func describe(sc scope) string {

@@ -85,6 +85,11 @@ func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformN
 	if err := os.WriteFile(path, []byte(readsConfig(platformNS)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	_ = admin.Resource(crdsGVR).Delete(ctx, readersCRD, metav1.DeleteOptions{})
+	poll(t, time.Minute, "no Reader CRD left from an earlier test", func() (bool, error) {
+		_, err := admin.Resource(crdsGVR).Get(ctx, readersCRD, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), readersCRD, metav1.DeleteOptions{}) })
 	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
 	poll(t, time.Minute, "the Reader CRD, established", func() (bool, error) {
