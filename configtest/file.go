@@ -50,6 +50,9 @@ type Case struct {
 	// Observed are the live children the templates see (readiness,
 	// dependsOn, observed): files, or objects inline.
 	Observed []json.RawMessage `json:"observed,omitempty"`
+	// Reads are the objects the entry's reads see: files, or objects
+	// inline; one without a namespace is in the resource's.
+	Reads []json.RawMessage `json:"reads,omitempty"`
 	// Golden is the file of the whole render (children and status),
 	// relative to the test file; --update writes it.
 	Golden string `json:"golden,omitempty"`
@@ -68,6 +71,7 @@ type Case struct {
 	// resource and observed are the decoded objects.
 	resource *unstructured.Unstructured
 	observed []*unstructured.Unstructured
+	reads    []*unstructured.Unstructured
 }
 
 // Assertion is a CEL expression, and the message a failure prints.
@@ -241,6 +245,13 @@ func loadCase(path string, i int, raw json.RawMessage) (*Case, error) {
 			}
 		}
 		c.observed = append(c.observed, objs...)
+	}
+	for j, o := range c.Reads {
+		objs, err := objects(path, o)
+		if err != nil {
+			return nil, fail(fmt.Sprintf("reads[%d]", j), err)
+		}
+		c.reads = append(c.reads, objs...)
 	}
 	return c, nil
 }

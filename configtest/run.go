@@ -164,6 +164,22 @@ func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	var reads *templates.Reads
+	if set.HasReads() {
+		if reads, err = set.ResolveReads(obj, templates.NewStaticReads(c.reads, parent.GetNamespace(), r.sets)); err != nil {
+			return nil, err
+		}
+		if len(reads.Missing) > 0 {
+			// What the controller does: nothing rendered, the status says
+			// what it waits for.
+			msg := status.WaitingForReads(reads.Missing)
+			out := &rendered{waits: []string{msg}}
+			out.status = status.Desired(parent, status.Outcome{WaitingForRead: msg, KeepTemplateStatus: true, ReadsDeclared: true, Reads: reads.Status()})
+			maskTimes(out.status)
+			return out, nil
+		}
+		obj.Reads = reads.Values
+	}
 	live := reconcile.Observed(c.observed, parent.GetNamespace(), parent.GetNamespace())
 	res, err := set.RenderWith(obj, live)
 	if err != nil {
@@ -186,6 +202,9 @@ func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
 	so := status.Outcome{Extra: res.Status, KeepTemplateStatus: res.StatusWaits, Live: seen, Waiting: strings.Join(waits, "; ")}
 	if res.Release != "" {
 		so.Release = &status.Release{Notes: res.Notes}
+	}
+	if reads != nil {
+		so.ReadsDeclared, so.Reads = true, reads.Status()
 	}
 	out.status = status.Desired(parent, so)
 	maskTimes(out.status)

@@ -90,6 +90,15 @@ type Reads struct {
 	Missing []string
 }
 
+// Status is status.reads: each object read, as a map.
+func (r *Reads) Status() []any {
+	out := make([]any, 0, len(r.Refs))
+	for _, ref := range r.Refs {
+		out = append(out, map[string]any{"apiVersion": ref.APIVersion, "kind": ref.Kind, "namespace": ref.Namespace, "name": ref.Name, "resourceVersion": ref.ResourceVersion})
+	}
+	return out
+}
+
 // maxComputedName bounds what a computed name or label value renders:
 // far above any name (253), so that a loop in the platform's template
 // over a large spec stops early.

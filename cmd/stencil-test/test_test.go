@@ -107,13 +107,16 @@ func writeGadgetConfig(t testing.TB, tests map[string]string) string {
 }
 
 // TestStencilTestExamples: the project's own examples pass their tests
-// (crds/tests), as make test runs them.
+// (crds/tests, and crds/reads/tests of the reads example), as make test
+// runs them.
 func TestStencilTestExamples(t *testing.T) {
-	r := stencil(t, "", "test", "--config", exampleConfig)
-	if r.code != 0 || !strings.Contains(r.stdout, " passed, 0 failed") {
-		t.Fatalf("stencil test over crds/: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	for _, config := range []string{exampleConfig, filepath.Join("..", "..", "crds", "reads", "stencil.yaml")} {
+		r := stencil(t, "", "test", "--config", config)
+		if r.code != 0 || !strings.Contains(r.stdout, " passed, 0 failed") {
+			t.Fatalf("stencil test --config %s: exit %d\n%s%s", config, r.code, r.stdout, r.stderr)
+		}
+		t.Logf("%s", r.stdout)
 	}
-	t.Logf("%s", r.stdout)
 }
 
 // TestStencilTestCases: each kind of case, passing and failing, and the

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -40,7 +39,7 @@ func (c *Reconciler) resolveReads(ctx context.Context, p *pass, obj *view.Object
 // waitForReads reports that p waits for its required reads: Ready False,
 // WaitingForRead naming them, and a Warning event once.
 func (c *Reconciler) waitForReads(ctx context.Context, p *pass) error {
-	msg := "waiting for " + strings.Join(p.reads.Missing, ", ") + ", which does not exist (a required read)"
+	msg := status.WaitingForReads(p.reads.Missing)
 	klog.FromContext(ctx).V(2).Info("Waiting for required reads", "missing", p.reads.Missing)
 	c.warnOnce(p.parent, status.ReasonWaitingForRead, msg)
 	return c.setStatus(ctx, p, status.Outcome{WaitingForRead: msg, KeepTemplateStatus: true}, 0)

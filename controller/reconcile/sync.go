@@ -246,10 +246,7 @@ func (c *Reconciler) failWith(ctx context.Context, p *pass, out status.Outcome, 
 // it is patched.
 func (c *Reconciler) setStatus(ctx context.Context, p *pass, out status.Outcome, unchanged int) error {
 	if p.reads != nil {
-		out.ReadsDeclared = true
-		for _, r := range p.reads.Refs {
-			out.Reads = append(out.Reads, map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "namespace": r.Namespace, "name": r.Name, "resourceVersion": r.ResourceVersion})
-		}
+		out.ReadsDeclared, out.Reads = true, p.reads.Status()
 	}
 	return c.finish(ctx, p, Outcome{Key: p.key, Parent: p.parent, Render: p.render, Status: out, Unchanged: unchanged}, status.Desired(p.parent, out))
 }

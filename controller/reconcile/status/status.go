@@ -358,6 +358,12 @@ type Outcome struct {
 	ReadsDeclared bool
 }
 
+// WaitingForReads is the message of a resource whose required reads
+// (missing, "Kind namespace/name") do not exist.
+func WaitingForReads(missing []string) string {
+	return "waiting for " + strings.Join(missing, ", ") + ", which does not exist (a required read)"
+}
+
 // Release is what a chart entry's sync did, for the Deployed condition.
 type Release struct {
 	// Notes is the chart's rendered NOTES.txt, the condition's message.
