@@ -481,3 +481,117 @@ func TestReadFanOut(t *testing.T) {
 		t.Errorf("a restart made %d mutating requests: %v", total, by)
 	}
 }
+
+// lookupChart looks a Secret up, as charts that keep a generated
+// password do.
+var lookupChart = map[string]string{
+	"Chart.yaml":  "apiVersion: v2\nname: lookup\nversion: 0.1.0\n",
+	"values.yaml": "secretName: db\n",
+	"templates/cm.yaml": `{{- $s := lookup "v1" "Secret" .Release.Namespace .Values.secretName }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-lookup
+data:
+  password: {{ if $s }}{{ index $s.data "password" | quote }}{{ else }}"none"{{ end }}
+`,
+}
+
+// TestChartLookupReads: Helm's lookup in chart mode answers from the
+// entry's declared reads. The same chart under an entry that declares the
+// Secret finds it, and renders again when it changes; under one that
+// does not, it finds nothing. Both converge and then write nothing
+// (helm-operator's lookup upgrades forever).
+func TestChartLookupReads(t *testing.T) {
+	ctx := context.Background()
+	cfg := restConfig(t)
+	admin := dynamic.NewForConfigOrDie(cfg)
+	ns := fmt.Sprintf("it-lookup-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	dir := t.TempDir()
+	for name, text := range lookupChart {
+		path := filepath.Join(dir, "chart", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(path, []byte(`resources:
+  - {group: lookup.stencil.dev, version: v1, resource: lookers, kind: Looker, chart: chart, schema: {fromChart: true},
+     reads: [{name: existing, apiVersion: v1, kind: Secret, objectName: db, secretData: true}]}
+  - {group: lookup.stencil.dev, version: v1, resource: blinds, kind: Blind, chart: chart, schema: {fromChart: true}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lookers := schema.GroupVersionResource{Group: "lookup.stencil.dev", Version: "v1", Resource: "lookers"}
+	blinds := schema.GroupVersionResource{Group: "lookup.stencil.dev", Version: "v1", Resource: "blinds"}
+	for _, crd := range []string{"lookers.lookup.stencil.dev", "blinds.lookup.stencil.dev"} {
+		_ = admin.Resource(crdsGVR).Delete(ctx, crd, metav1.DeleteOptions{})
+		t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crd, metav1.DeleteOptions{}) })
+	}
+	poll(t, time.Minute, "no Looker or Blind CRD left from an earlier run", func() (bool, error) {
+		_, err1 := admin.Resource(crdsGVR).Get(ctx, "lookers.lookup.stencil.dev", metav1.GetOptions{})
+		_, err2 := admin.Resource(crdsGVR).Get(ctx, "blinds.lookup.stencil.dev", metav1.GetOptions{})
+		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2), nil
+	})
+	secretsNS := admin.Resource(secrets).Namespace(ns)
+	if _, err := createOnce(ctx, secretsNS, object(secrets, "Secret", ns, "db", map[string]any{"data": map[string]any{"password": "Zmlyc3Q="}})); err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	defer r.stop(t)
+	poll(t, time.Minute, "the Looker and Blind CRDs, established", func() (bool, error) {
+		_, err1 := admin.Resource(lookers).Namespace(ns).List(ctx, metav1.ListOptions{})
+		_, err2 := admin.Resource(blinds).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err1 == nil && err2 == nil, nil
+	})
+	if _, err := createOnce(ctx, admin.Resource(lookers).Namespace(ns), cr(lookers, "Looker", ns, "l", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := createOnce(ctx, admin.Resource(blinds).Namespace(ns), cr(blinds, "Blind", ns, "b", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	want := func(name, value string) {
+		t.Helper()
+		poll(t, time.Minute, fmt.Sprintf("%s-lookup holding password %q", name, value), func() (bool, error) {
+			c, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, name+"-lookup", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			got, _, _ := unstructured.NestedString(c.Object, "data", "password")
+			return got == value, nil
+		})
+	}
+	want("l", "Zmlyc3Q=")
+	want("b", "none")
+	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
+	cnt.reset()
+	quiet := time.Now()
+	for time.Since(quiet) < 15*time.Second {
+		if total, by := cnt.snapshot(); total != 0 {
+			t.Fatalf("a chart that looks a Secret up keeps writing: %d mutating requests in %s: %v", total, time.Since(quiet).Round(time.Millisecond), by)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("lookup: the declared Secret found, the undeclared one not; 0 mutating requests in 15 s once converged")
+
+	// The Secret changes: the Looker renders again; the Blind does not.
+	s, err := secretsNS.Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(s.Object, "c2Vjb25k", "data", "password")
+	if _, err := secretsNS.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changed := time.Now()
+	want("l", "c2Vjb25k")
+	t.Logf("lookup: the Looker's child followed the Secret's change in %s", time.Since(changed).Round(time.Millisecond))
+	if n := cnt.writesTo("configmaps/b-lookup"); n != 0 {
+		t.Errorf("the Blind's child was written %d times: it reads nothing", n)
+	}
+}
