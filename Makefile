@@ -98,7 +98,7 @@ BENCH_BASELINE_REF ?= e832118
 # Benchmarks to run, a go test -bench pattern (e.g. BENCH=Converge).
 BENCH ?= .
 
-bench: tools build ## Run the benchmarks: unit (no cluster), then BenchmarkConverge, BenchmarkDependsOn, BenchmarkMemory, BenchmarkDiff and BenchmarkRing on the local plane (STENCIL_BENCH_CRS=10000 for full size)
+bench: tools build ## Run the benchmarks: unit (no cluster), then BenchmarkConverge, BenchmarkDependsOn, BenchmarkMemory, BenchmarkDiff, BenchmarkRing and BenchmarkReadFanOut on the local plane (STENCIL_BENCH_CRS=10000 for full size)
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem $(GOTESTFLAGS) ./...
 	rm -rf bin/baseline-src && mkdir -p bin/baseline-src
 	git archive $(BENCH_BASELINE_REF) | tar -x -C bin/baseline-src

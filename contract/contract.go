@@ -64,7 +64,8 @@ const (
 	StatusDeployedRelease = "deployedRelease"
 	// StatusReads is the status field that lists what the last render of
 	// an entry with reads read: apiVersion, kind, namespace, name and
-	// resourceVersion of each object, so a user sees why it re-rendered.
+	// resourceVersion of each object (generation for a kind stencil
+	// serves), so a user sees why it re-rendered.
 	StatusReads = "reads"
 )
 

@@ -57,6 +57,9 @@ type ReadRef struct {
 	Namespace       string `json:"namespace"`
 	Name            string `json:"name"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Generation names what was read of a kind stencil serves instead of
+	// its resourceVersion (refOf).
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // String reads "ConfigMap stencil-system/platform-defaults".
@@ -94,7 +97,13 @@ type Reads struct {
 func (r *Reads) Status() []any {
 	out := make([]any, 0, len(r.Refs))
 	for _, ref := range r.Refs {
-		out = append(out, map[string]any{"apiVersion": ref.APIVersion, "kind": ref.Kind, "namespace": ref.Namespace, "name": ref.Name, "resourceVersion": ref.ResourceVersion})
+		m := map[string]any{"apiVersion": ref.APIVersion, "kind": ref.Kind, "namespace": ref.Namespace, "name": ref.Name}
+		if ref.Generation != 0 {
+			m["generation"] = ref.Generation
+		} else {
+			m["resourceVersion"] = ref.ResourceVersion
+		}
+		out = append(out, m)
 	}
 	return out
 }
@@ -179,8 +188,9 @@ func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) 
 			slices.SortFunc(items, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 			list := make([]any, 0, len(items))
 			for _, u := range items {
-				list = append(list, ReadView(u, rd, src.Served(u.GroupVersionKind().GroupKind())))
-				out.Refs = append(out.Refs, refOf(u))
+				served := src.Served(u.GroupVersionKind().GroupKind())
+				list = append(list, ReadView(u, rd, served))
+				out.Refs = append(out.Refs, refOf(u, served))
 			}
 			out.Values[rd.Name] = list
 			continue
@@ -211,8 +221,9 @@ func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) 
 			}
 			continue
 		}
-		out.Values[rd.Name] = ReadView(u, rd, src.Served(u.GroupVersionKind().GroupKind()))
-		out.Refs = append(out.Refs, refOf(u))
+		served := src.Served(u.GroupVersionKind().GroupKind())
+		out.Values[rd.Name] = ReadView(u, rd, served)
+		out.Refs = append(out.Refs, refOf(u, served))
 	}
 	return out, nil
 }
@@ -246,9 +257,19 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// refOf names u for status.reads.
-func refOf(u *unstructured.Unstructured) ReadRef {
-	return ReadRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}
+// refOf names u for status.reads: by resourceVersion, or, for a kind
+// stencil serves (served), by generation. Such an object's
+// resourceVersion changes with every status patch stencil makes, which
+// its readers do not see (ReadView): recorded, it would make resources
+// that read each other patch each other's status forever.
+func refOf(u *unstructured.Unstructured, served bool) ReadRef {
+	ref := ReadRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+	if served {
+		ref.Generation = u.GetGeneration()
+	} else {
+		ref.ResourceVersion = u.GetResourceVersion()
+	}
+	return ref
 }
 
 // ReadView is u as a read's templates see it: a copy without

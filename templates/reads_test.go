@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,7 +48,7 @@ func (f *fakeReads) Served(gk schema.GroupKind) bool { return f.served[gk] }
 
 func readObject(apiVersion, kind, ns, name string, lbls map[string]any, fields map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
-		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "7", "labels": lbls,
+		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "7", "generation": int64(3), "labels": lbls,
 			"managedFields": []any{map[string]any{"manager": "kubectl"}}}}}
 	for k, v := range fields {
 		u.Object[k] = v
@@ -123,9 +124,11 @@ data:
 	}
 	var refs []string
 	for _, r := range reads.Refs {
-		refs = append(refs, r.String()+"@"+r.ResourceVersion)
+		refs = append(refs, fmt.Sprintf("%s@%s#%d", r, r.ResourceVersion, r.Generation))
 	}
-	want := []string{"ConfigMap stencil-system/platform-defaults@7", "Secret team-a/db-pass@7", "WebApp team-a/alpha@7", "WebApp team-a/zeta@7"}
+	// A kind stencil serves is named by generation: its resourceVersion
+	// changes with each status patch, which a read does not see.
+	want := []string{"ConfigMap stencil-system/platform-defaults@7#0", "Secret team-a/db-pass@7#0", "WebApp team-a/alpha@#3", "WebApp team-a/zeta@#3"}
 	if !slices.Equal(refs, want) {
 		t.Fatalf("refs = %v, want %v", refs, want)
 	}

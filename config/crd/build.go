@@ -134,7 +134,7 @@ func stencilStatusFields() map[string]apiextensionsv1.JSONSchemaProps {
 			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
 				Type: "object",
 				Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"apiVersion": str, "kind": str, "namespace": str, "name": str, "resourceVersion": str,
+					"apiVersion": str, "kind": str, "namespace": str, "name": str, "resourceVersion": str, "generation": integer,
 				},
 			}},
 		},

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"stencil.dev/stencil/controller"
@@ -46,6 +47,7 @@ func readsConfig(platformNS string) string {
       spec:
         passwordSecret: string
         region: boolean
+        regionOverride: string
         tier: string
     children: [{apiVersion: v1, kind: ConfigMap}]
     templates: [out.yaml.tmpl]
@@ -66,7 +68,7 @@ metadata:
 data:
   keys: {{ keys (read "password").data | sortAlpha | join "," | quote }}
   {{- if get .Spec "region" false }}
-  region: {{ with read "defaults" }}{{ .data.region | quote }}{{ else }}"none"{{ end }}
+  region: {{ with get .Spec "regionOverride" "" }}{{ . | quote }}{{ else }}{{ with read "defaults" }}{{ .data.region | quote }}{{ else }}"none"{{ end }}{{ end }}
   {{- end }}
   peers: {{ range (read "peers") }}{{ .metadata.name }} {{ end }}
 `
@@ -294,8 +296,8 @@ type fanOut struct {
 }
 
 // create creates the Readers and waits until all are Ready with their
-// children written; it returns each child's resourceVersion.
-func (f fanOut) create() map[string]string {
+// children written.
+func (f fanOut) create() {
 	t := f.t
 	ri := f.admin.Resource(readers).Namespace(f.ns)
 	var wg sync.WaitGroup
@@ -317,7 +319,6 @@ func (f fanOut) create() map[string]string {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	rvs := map[string]string{}
 	poll(t, 10*time.Minute, fmt.Sprintf("%d Readers Ready", f.n), func() (bool, error) {
 		list, err := ri.List(f.ctx, metav1.ListOptions{})
 		if err != nil {
@@ -331,11 +332,11 @@ func (f fanOut) create() map[string]string {
 		}
 		return ready == f.n, nil
 	})
-	f.children(func(name string, c *unstructured.Unstructured) { rvs[name] = c.GetResourceVersion() })
-	if len(rvs) != f.n {
-		t.Fatalf("%d children for %d Readers", len(rvs), f.n)
+	children := 0
+	f.children(func(string, *unstructured.Unstructured) { children++ })
+	if children != f.n {
+		t.Fatalf("%d children for %d Readers", children, f.n)
 	}
-	return rvs
 }
 
 // children calls fn with each child ConfigMap of the Readers.
@@ -384,6 +385,60 @@ func (f fanOut) changed(rvs map[string]string) (regional, others int) {
 	return regional, others
 }
 
+// fanOutRun is what one change of the fan-out came to.
+type fanOutRun struct {
+	// took is the time from the change to the last child written.
+	took       time.Duration
+	reconciles float64
+	// regional and others count the children the API server stores with
+	// a new resourceVersion, those that print the region and the others.
+	regional, others int
+	// childWrites counts stencil's writes to children; total all its
+	// mutating requests, by.
+	childWrites, total int
+	by                 map[string]int
+}
+
+// measure makes change, which sets the region the regional children
+// print to region, and measures what stencil does until it settles.
+func (f fanOut) measure(r *running, cnt *counter, region string, change func()) fanOutRun {
+	rvs := map[string]string{}
+	f.children(func(name string, c *unstructured.Unstructured) { rvs[name] = c.GetResourceVersion() })
+	cnt.reset()
+	before := r.counterValue(f.t, "stencil_reconcile_total")
+	began := time.Now()
+	change()
+	f.waitRegion(region)
+	run := fanOutRun{took: time.Since(began)}
+	r.settle(f.t, before, f.n)
+	run.reconciles = r.counterValue(f.t, "stencil_reconcile_total") - before
+	run.regional, run.others = f.changed(rvs)
+	cnt.mu.Lock()
+	for obj, n := range cnt.byObject {
+		if strings.HasPrefix(obj, "configmaps/") {
+			run.childWrites += n
+		}
+	}
+	cnt.mu.Unlock()
+	run.total, run.by = cnt.snapshot()
+	return run
+}
+
+// editDefaults sets the platform ConfigMap's region.
+func (f fanOut) editDefaults(platform, region string) func() {
+	return func() {
+		cms := f.admin.Resource(configmaps).Namespace(platform)
+		cm, err := cms.Get(f.ctx, "platform-defaults", metav1.GetOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(cm.Object, region, "data", "region")
+		if _, err := cms.Update(f.ctx, cm, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // readersN is how many Readers TestReadFanOut creates
 // (STENCIL_READERS, default 1000).
 func readersN(t testing.TB) int {
@@ -411,8 +466,7 @@ func TestReadFanOut(t *testing.T) {
 	ns, platform := fmt.Sprintf("it-fanout-%d", suffix), fmt.Sprintf("it-fanout-platform-%d", suffix)
 	newNamespace(ctx, t, admin, ns)
 	newNamespace(ctx, t, admin, platform)
-	cms := admin.Resource(configmaps).Namespace(platform)
-	if _, err := createOnce(ctx, cms, object(configmaps, "ConfigMap", platform, "platform-defaults", map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults", map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db", map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
@@ -422,48 +476,26 @@ func TestReadFanOut(t *testing.T) {
 	r, path := startReaders(ctx, t, cnt, ns, platform)
 	f := fanOut{t: t, ctx: ctx, admin: admin, ns: ns, n: readersN(t)}
 	began := time.Now()
-	rvs := f.create()
+	f.create()
 	t.Logf("%d Readers Ready in %s", f.n, time.Since(began).Round(time.Millisecond))
 	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
 
 	// The edit.
-	cnt.reset()
-	before := r.counterValue(t, "stencil_reconcile_total")
-	cm, err := cms.Get(ctx, "platform-defaults", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = unstructured.SetNestedField(cm.Object, "us-east-2", "data", "region")
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	took := f.waitRegion("us-east-2")
-	r.settle(t, before, f.n)
-	reconciles := r.counterValue(t, "stencil_reconcile_total") - before
-	regional, others := f.changed(rvs)
-	childWrites := 0
-	cnt.mu.Lock()
-	for obj, n := range cnt.byObject {
-		if strings.HasPrefix(obj, "configmaps/") {
-			childWrites += n
-		}
-	}
-	cnt.mu.Unlock()
-	total, by := cnt.snapshot()
+	run := f.measure(r, cnt, "us-east-2", f.editDefaults(platform, "us-east-2"))
 	t.Logf("edit of the platform ConfigMap read by %d Readers: last child written %s after the edit; %.0f reconciles; children changed at the API server: %d printing the region, %d others; %d child writes, %d mutating requests in all (%v)",
-		f.n, took.Round(time.Millisecond), reconciles, regional, others, childWrites, total, by)
-	if regional != f.n/2 || others != 0 || childWrites != f.n/2 {
-		t.Errorf("want exactly the %d children that print the region written: %d of them changed, %d others, %d child writes", f.n/2, regional, others, childWrites)
+		f.n, run.took.Round(time.Millisecond), run.reconciles, run.regional, run.others, run.childWrites, run.total, run.by)
+	if run.regional != f.n/2 || run.others != 0 || run.childWrites != f.n/2 {
+		t.Errorf("want exactly the %d children that print the region written: %d of them changed, %d others, %d child writes", f.n/2, run.regional, run.others, run.childWrites)
 	}
-	if reconciles < float64(f.n) {
-		t.Errorf("%.0f reconciles after the edit, want every one of the %d Readers rendered again", reconciles, f.n)
+	if run.reconciles < float64(f.n) {
+		t.Errorf("%.0f reconciles after the edit, want every one of the %d Readers rendered again", run.reconciles, f.n)
 	}
 
 	// Nothing changes for a minute: no request at all (watches renewed
 	// are counted apart).
 	cnt.reset()
 	time.Sleep(time.Minute) // the measurement's window, not a wait for the controller
-	total, by = cnt.snapshot()
+	total, by := cnt.snapshot()
 	t.Logf("a minute with nothing changing: %d mutating requests, %d reads (%d watches renewed)", total, cnt.reads.Load()-cnt.watches.Load(), cnt.watches.Load())
 	if total != 0 || cnt.reads.Load()-cnt.watches.Load() != 0 {
 		t.Errorf("a minute with nothing changing made %d mutating requests (%v) and %d reads", total, by, cnt.reads.Load()-cnt.watches.Load())
@@ -593,5 +625,80 @@ func TestChartLookupReads(t *testing.T) {
 	t.Logf("lookup: the Looker's child followed the Secret's change in %s", time.Since(changed).Round(time.Millisecond))
 	if n := cnt.writesTo("configmaps/b-lookup"); n != 0 {
 		t.Errorf("the Blind's child was written %d times: it reads nothing", n)
+	}
+}
+
+// BenchmarkReadFanOut: one platform ConfigMap read by STENCIL_BENCH_CRS
+// Readers (default 1,000), half of which print its region, edited once;
+// against a baseline measured in the same run, the same change to the
+// same children made the way it is made without reads: by editing every
+// Reader's spec (spec.regionOverride).
+func BenchmarkReadFanOut(b *testing.B) {
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(restConfig(b))
+	suffix := time.Now().UnixNano() % 100000
+	ns, platform := fmt.Sprintf("bench-fanout-%d", suffix), fmt.Sprintf("bench-fanout-platform-%d", suffix)
+	newNamespace(ctx, b, admin, ns)
+	newNamespace(ctx, b, admin, platform)
+	defer deleteNamespace(ctx, b, admin, ns)
+	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults", map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db", map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
+		b.Fatal(err)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r, _ := startReaders(ctx, b, cnt, ns, platform)
+	defer r.stop(b)
+	f := fanOut{t: b, ctx: ctx, admin: admin, ns: ns, n: benchCRs(b)}
+	f.create()
+	r.settle(b, r.counterValue(b, "stencil_reconcile_total"), 0)
+	i := 0
+	for b.Loop() {
+		i++
+		region := fmt.Sprintf("read-%d", i)
+		read := f.measure(r, cnt, region, f.editDefaults(platform, region))
+		override := fmt.Sprintf("spec-%d", i)
+		spec := f.measure(r, cnt, override, func() {
+			// Every Reader's spec, 16 at a time, as a platform team's
+			// script or a GitOps sync would.
+			ri := admin.Resource(readers).Namespace(ns)
+			patch := []byte(fmt.Sprintf(`{"spec":{"regionOverride":%q}}`, override))
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 16)
+			for j := range f.n {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					if _, err := ri.Patch(ctx, fmt.Sprintf("r%04d", j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+		})
+		// Back to the read for the next round.
+		f.measure(r, cnt, region, func() {
+			ri := admin.Resource(readers).Namespace(ns)
+			for j := range f.n {
+				if _, err := ri.Patch(ctx, fmt.Sprintf("r%04d", j), types.MergePatchType, []byte(`{"spec":{"regionOverride":null}}`), metav1.PatchOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Logf("%d Readers, %d children printing the region:\n"+
+			"  one edit of the ConfigMap they read: last child written after %s; %.0f reconciles; %d child writes (%d children changed at the API server, %d others); %d mutating requests (%v)\n"+
+			"  baseline, %d spec edits: last child written after %s; %.0f reconciles; %d child writes (%d changed, %d others); %d mutating requests by stencil (%v)\n"+
+			"  the read: %.2fx the baseline's time",
+			f.n, f.n/2, read.took.Round(time.Millisecond), read.reconciles, read.childWrites, read.regional, read.others, read.total, read.by,
+			f.n, spec.took.Round(time.Millisecond), spec.reconciles, spec.childWrites, spec.regional, spec.others, spec.total, spec.by,
+			read.took.Seconds()/spec.took.Seconds())
+		b.ReportMetric(float64(f.n), "CRs")
+		b.ReportMetric(read.took.Seconds(), "s-read")
+		b.ReportMetric(spec.took.Seconds(), "s-spec-edits")
+		b.ReportMetric(float64(read.total), "writes-read")
+		b.ReportMetric(float64(spec.total), "writes-spec-edits")
 	}
 }
