@@ -283,6 +283,28 @@ func TestReads(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("peers: 0 mutating requests in 15 s once converged")
+
+	// Another writer changes p1's status: stencil puts it back, and the
+	// others, which read p1, neither render differently nor write.
+	cnt.reset()
+	if _, err := ri.Patch(ctx, "p1", types.MergePatchType, []byte(`{"status":{"phase":"Tampered"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, time.Minute, "p1's phase put back", func() (bool, error) {
+		u, err := ri.Get(ctx, "p1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		return phase == "Ready", nil
+	})
+	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
+	others := cnt.writesTo("readers/p2") + cnt.writesTo("readers/p3") + cnt.writesTo("configmaps/p2-out") + cnt.writesTo("configmaps/p3-out")
+	t.Logf("a status patch of p1 by another writer: %d writes to p1, %d to the peers that read it", cnt.writesTo("readers/p1"), others)
+	if others != 0 {
+		total, by := cnt.snapshot()
+		t.Errorf("a status patch of p1 made %d writes for the Readers that read it (%d in all: %v)", others, total, by)
+	}
 }
 
 // fanOut is one run of the fan-out: n Readers in ns, half of which
