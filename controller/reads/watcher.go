@@ -101,9 +101,12 @@ type scoped struct {
 	gvk  schema.GroupVersionKind
 	done chan struct{}
 	// err is the last list or watch error, for the message of a sync
-	// that times out waiting.
-	mu  sync.Mutex
-	err error
+	// that times out waiting; timedOut says a sync waited SyncTimeout in
+	// vain: later ones fail at once until the first list succeeds, so
+	// that a kind stencil may not list does not hold every worker.
+	mu       sync.Mutex
+	err      error
+	timedOut bool
 }
 
 type objectKey struct {
@@ -209,7 +212,13 @@ func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scop
 		w.scopes[sc] = s
 	}
 	w.mu.Unlock()
-	timer := time.NewTimer(w.opts.SyncTimeout)
+	wait := w.opts.SyncTimeout
+	s.mu.Lock()
+	if s.timedOut {
+		wait = 0
+	}
+	s.mu.Unlock()
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-s.done:
@@ -217,7 +226,13 @@ func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scop
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-timer.C:
+		select {
+		case <-s.done:
+			return s, nil
+		default:
+		}
 		s.mu.Lock()
+		s.timedOut = true
 		last := s.err
 		s.mu.Unlock()
 		if last == nil {

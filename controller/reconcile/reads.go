@@ -18,15 +18,16 @@ import (
 
 // resolveReads resolves p's reads for obj (the render's view, which
 // carries them) and indexes what they looked for under p's resource. A
-// failure (a watch that has not listed) is transient: retried with
-// backoff, nothing written.
+// failure (a watch that has not listed: the kind is not served, or
+// stencil may not list it) is transient: reported (ReadFailed), retried
+// with backoff, nothing else written.
 func (c *Reconciler) resolveReads(ctx context.Context, p *pass, obj *view.Object) error {
 	if c.opts.Reads == nil {
 		return fmt.Errorf("resolving the reads of %s: no read watcher", p.key)
 	}
 	r, err := p.entry.Set.ResolveReads(obj, c.opts.Reads.Source(ctx))
 	if err != nil {
-		return fmt.Errorf("resolving the reads of %s: %w", p.key, err)
+		return c.fail(ctx, p, status.ReasonReadFailed, fmt.Errorf("reading what %s reads: %w", p.key, err))
 	}
 	// Indexed before anything else: the object a required read waits for
 	// wakes the resource when it is created.

@@ -56,6 +56,9 @@ const (
 	// ReasonWaitingForRead: a required read (an entry's reads) does not
 	// exist; nothing is written or pruned until it does.
 	ReasonWaitingForRead = "WaitingForRead"
+	// ReasonReadFailed: an entry's reads could not be read (the watch of
+	// the read kind has not listed: not served, or forbidden); retried.
+	ReasonReadFailed = "ReadFailed"
 )
 
 // Desired computes the status the resource should have after a sync
