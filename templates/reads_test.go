@@ -256,14 +256,23 @@ data:
   other: {{ if $other }}"leaked"{{ else }}"none"{{ end }}
   listed: {{ len (lookup "v1" "Secret" .Release.Namespace "").items | quote }}
 `,
+		"chart/templates/tpl.yaml": `{{- $c := lookup "v1" "ConfigMap" .Release.Namespace "cfg" }}
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: {{ .Release.Name }}-tpl}
+data:
+  text: {{ if $c }}{{ tpl $c.data.text . | quote }}{{ else }}"none"{{ end }}
+`,
 		"stencil.yaml": `resources:
   - group: apps.example.com
     version: v1
     resource: looks
     chart: chart
     children: [{apiVersion: v1, kind: ConfigMap}]
+    overrideValues: {secret: platform-password}
     reads:
       - {name: existing, apiVersion: v1, kind: Secret, objectName: db-pass, secretData: true}
+      - {name: cfg, apiVersion: v1, kind: ConfigMap, objectName: cfg}
 `,
 	}
 	for name, text := range files {
@@ -283,7 +292,12 @@ data:
 	if err != nil {
 		t.Fatal(err)
 	}
+	var renderAll func(objs ...*unstructured.Unstructured) []*unstructured.Unstructured
 	render := func(objs ...*unstructured.Unstructured) map[string]any {
+		t.Helper()
+		return renderAll(objs...)[0].Object["data"].(map[string]any)
+	}
+	renderAll = func(objs ...*unstructured.Unstructured) []*unstructured.Unstructured {
 		t.Helper()
 		p := parent()
 		p.Spec = map[string]any{}
@@ -296,7 +310,7 @@ data:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.Children[0].Object["data"].(map[string]any)
+		return r.Children
 	}
 	admin := readObject("v1", "Secret", "kube-system", "admin", nil, map[string]any{"data": map[string]any{"password": "cm9vdA=="}})
 	without := render(admin)
@@ -306,5 +320,17 @@ data:
 	with := render(admin, readObject("v1", "Secret", "team-a", "db-pass", nil, map[string]any{"data": map[string]any{"password": "c2VjcmV0"}}))
 	if with["found"] != "yes" || with["password"] != "c2VjcmV0" || with["other"] != "none" || with["listed"] != "1" {
 		t.Errorf("with the Secret: %v", with)
+	}
+
+	// A read object's text is the tenant's (any tenant may write the
+	// ConfigMap a read names): tpl prints it, it does not run it.
+	children := renderAll(readObject("v1", "ConfigMap", "team-a", "cfg", nil, map[string]any{"data": map[string]any{"text": "{{ .Values.secret }}"}}))
+	for _, c := range children {
+		if strings.Contains(fmt.Sprint(c.Object), "platform-password") {
+			t.Errorf("a looked-up object's text ran as a template and printed the platform's value: %v", c.Object)
+		}
+		if c.GetName() == "demo-tpl" && c.Object["data"].(map[string]any)["text"] != "{{ .Values.secret }}" {
+			t.Errorf("tpl of a looked-up text: %v, want the text as it is", c.Object["data"])
+		}
 	}
 }
