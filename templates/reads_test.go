@@ -74,7 +74,7 @@ const readsConfig = `resources:
         selector: {matchLabels: {tier: "{{ .Spec.tier }}"}}
 `
 
-func loadReadsSet(t *testing.T, tmpl string) (*Set, error) {
+func loadReadsSet(t testing.TB, tmpl string) (*Set, error) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "cm.tmpl"), []byte(tmpl), 0o644); err != nil {
