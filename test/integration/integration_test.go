@@ -226,6 +226,9 @@ type running struct {
 	metrics *controller.Metrics
 	cancel  context.CancelFunc
 	done    chan error
+	// stopped makes stop idempotent: a test may stop a controller early
+	// and still defer the stop.
+	stopped bool
 }
 
 func start(t testing.TB, cfg *rest.Config, cnt *counter, ns string) *running {
@@ -289,6 +292,10 @@ func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, ed
 
 func (r *running) stop(t testing.TB) {
 	t.Helper()
+	if r.stopped {
+		return
+	}
+	r.stopped = true
 	r.cancel()
 	select {
 	case err := <-r.done:

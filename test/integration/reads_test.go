@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -479,7 +480,8 @@ func readersN(t testing.TB) int {
 // children whose render changed are written (counted at the API server:
 // their resourceVersions) and no other; the time from the edit to the
 // last child written is printed. Then a minute with nothing changing
-// costs no request, and a restart writes nothing.
+// costs no request, a restart writes nothing, and stencil diff, reading
+// live, shows a second edit as exactly the children it changes.
 func TestReadFanOut(t *testing.T) {
 	ctx := context.Background()
 	cfg := restConfig(t)
@@ -496,6 +498,7 @@ func TestReadFanOut(t *testing.T) {
 	}
 	cnt := &counter{mutating: map[string]int{}}
 	r, path := startReaders(ctx, t, cnt, ns, platform)
+	defer r.stop(t)
 	f := fanOut{t: t, ctx: ctx, admin: admin, ns: ns, n: readersN(t)}
 	began := time.Now()
 	f.create()
@@ -533,6 +536,20 @@ func TestReadFanOut(t *testing.T) {
 	t.Logf("restart: %d Readers reconciled, %d mutating requests (%v)", f.n, total, by)
 	if total != 0 {
 		t.Errorf("a restart made %d mutating requests: %v", total, by)
+	}
+
+	// stencil diff reads live: the region edited while no controller
+	// runs shows as exactly the children that print it.
+	r2.stop(t)
+	f.editDefaults(platform, "ap-south-1")()
+	status, out := runDiff(t, path, ns, "-o", "json")
+	var plan diffJSON
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("stencil diff -o json: exit %d: %v\n%s", status, err, out)
+	}
+	t.Logf("stencil diff after the region's edit: exit %d, %d updates, %d unchanged", status, plan.Summary.Update, plan.Summary.Unchanged)
+	if status != 1 || plan.Summary.Update != f.n/2 || plan.Summary.Unchanged != f.n/2 {
+		t.Errorf("stencil diff: exit %d, %d updates and %d unchanged, want exit 1, %d and %d", status, plan.Summary.Update, plan.Summary.Unchanged, f.n/2, f.n/2)
 	}
 }
 
