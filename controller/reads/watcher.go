@@ -432,6 +432,18 @@ func (w *Watcher) untrackLocked(reader Reader) {
 	delete(w.tracked, reader)
 }
 
+// Retain drops from the index every reader keep refuses: its entry left
+// the config.
+func (w *Watcher) Retain(keep func(Reader) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r := range w.tracked {
+		if !keep(r) {
+			w.untrackLocked(r)
+		}
+	}
+}
+
 // Readers counts the resources indexed, for tests and metrics.
 func (w *Watcher) Readers() int {
 	w.mu.Lock()

@@ -177,6 +177,15 @@ func TestWatcherQueuesExactlyTheReaders(t *testing.T) {
 	if n := w.Readers(); n != 1 {
 		t.Errorf("%d readers indexed, want 1", n)
 	}
+	// news's entry leaves the config: forgotten too.
+	w.Retain(func(r Reader) bool { return r.GVR != sitesGVR })
+	if n := w.Readers(); n != 0 {
+		t.Errorf("%d readers indexed once their entry left the config, want 0", n)
+	}
+	if _, err := sites.Create(ctx, obj("sites.example.com/v1", "Site", "team-a", "docs", map[string]any{"tier": "web"}, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q.eventually(t, "a Site of the tier, once nobody reads it")
 }
 
 func mustSelector(t *testing.T, s string) labels.Selector {

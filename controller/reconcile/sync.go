@@ -184,13 +184,16 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 }
 
 // ForgetUnconfigured drops the same of every resource whose entry left the
-// config, and their entries' rollouts: nothing queues those resources
-// again, so nothing else would.
+// config, their entries' rollouts and what they read: nothing queues
+// those resources again, so nothing else would.
 func (c *Reconciler) ForgetUnconfigured() {
 	c.resources.retain(func(k Key) bool { return c.reg.Parent(k.GVR) != nil })
 	c.rollouts.mu.Lock()
 	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout.Tracker) bool { return c.reg.Parent(g) == nil })
 	c.rollouts.mu.Unlock()
+	if c.opts.Reads != nil {
+		c.opts.Reads.Retain(func(r reads.Reader) bool { return c.reg.Parent(r.GVR) != nil })
+	}
 }
 
 // warnOnce records a Warning event for a failure unless the resource's Ready

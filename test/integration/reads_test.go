@@ -144,6 +144,21 @@ func statusReads(u *unstructured.Unstructured) []string {
 	return out
 }
 
+// quiet waits for r's queue to drain, then fails if it makes any
+// mutating request in the next 15 s: what converged stays converged.
+func quiet(t *testing.T, r *running, cnt *counter, what string) {
+	t.Helper()
+	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
+	cnt.reset()
+	began := time.Now()
+	for time.Since(began) < 15*time.Second {
+		if total, by := cnt.snapshot(); total != 0 {
+			t.Fatalf("%s keeps writing: %d mutating requests in %s: %v", what, total, time.Since(began).Round(time.Millisecond), by)
+		}
+		time.Sleep(time.Second) // the measurement's window, not a wait for the controller
+	}
+}
+
 // TestReads: a required read that is missing holds the resource
 // (WaitingForRead, no child written) until it is created, then Ready
 // within 30 s, status.reads naming what it read; a Secret the tenant
@@ -273,16 +288,7 @@ func TestReads(t *testing.T) {
 		}
 		return true, nil
 	})
-	// Wait for the queue to drain, then 15 s of quiet.
-	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
-	cnt.reset()
-	quiet := time.Now()
-	for time.Since(quiet) < 15*time.Second {
-		if total, by := cnt.snapshot(); total != 0 {
-			t.Fatalf("readers that read each other keep writing: %d mutating requests in %s: %v", total, time.Since(quiet).Round(time.Millisecond), by)
-		}
-		time.Sleep(time.Second)
-	}
+	quiet(t, r, cnt, "readers that read each other")
 	t.Logf("peers: 0 mutating requests in 15 s once converged")
 
 	// Another writer changes p1's status: stencil puts it back, and the
@@ -639,15 +645,7 @@ func TestChartLookupReads(t *testing.T) {
 	}
 	want("l", "Zmlyc3Q=")
 	want("b", "none")
-	r.settle(t, r.counterValue(t, "stencil_reconcile_total"), 0)
-	cnt.reset()
-	quiet := time.Now()
-	for time.Since(quiet) < 15*time.Second {
-		if total, by := cnt.snapshot(); total != 0 {
-			t.Fatalf("a chart that looks a Secret up keeps writing: %d mutating requests in %s: %v", total, time.Since(quiet).Round(time.Millisecond), by)
-		}
-		time.Sleep(time.Second)
-	}
+	quiet(t, r, cnt, "a chart that looks a Secret up")
 	t.Logf("lookup: the declared Secret found, the undeclared one not; 0 mutating requests in 15 s once converged")
 
 	// The Secret changes: the Looker renders again; the Blind does not.
