@@ -52,10 +52,13 @@ type ReadSource interface {
 
 // ReadRef names one object a render read, as status.reads lists it.
 type ReadRef struct {
-	APIVersion      string `json:"apiVersion"`
-	Kind            string `json:"kind"`
-	Namespace       string `json:"namespace"`
-	Name            string `json:"name"`
+	// APIVersion, Kind, Namespace and Name name the object.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	// ResourceVersion is the object's as read (empty for a kind stencil
+	// serves).
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 	// Generation names what was read of a kind stencil serves instead of
 	// its resourceVersion (refOf).

@@ -42,6 +42,7 @@ import (
 
 // Reader is a custom resource that reads: its resource and name.
 type Reader struct {
+	// GVR is the resource's entry; the rest its namespace and name.
 	GVR schema.GroupVersionResource
 	types.NamespacedName
 }
