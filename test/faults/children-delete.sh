@@ -20,6 +20,18 @@ expect_eq "Deployments deleted" "$WORKLOAD" "$deleted"
 ok "$deleted Deployments deleted in $(secs "$fault_start" "$fault_end")s"
 
 step "all re-created, once each"
+# The resources' statuses still say Ready from before the delete until
+# stencil has written for them: wait for every Deployment to be back and
+# available first, then for the statuses (else a status still Ready from
+# before, read a moment before stencil reports a re-created Deployment as
+# Progressing, passes for recovery).
+deployments_back() {
+  local n
+  n=$(kn get deployments -l app.kubernetes.io/managed-by=stencil \
+    -o jsonpath='{range .items[?(@.status.availableReplicas>=1)]}{.metadata.name}{"\n"}{end}' | grep -c . || true)
+  [ "$n" -ge "$WORKLOAD" ] || { echo "$n of $WORKLOAD available"; return 1; }
+}
+wait_for 300 "all $WORKLOAD Deployments back and available" deployments_back
 wait_recovered 300
 during=$(write_figs "$fault_start" "$RECOVERED_MS")
 written=$(child_writes "$fault_start" | awk -v want="$WORKLOAD" '
