@@ -232,54 +232,17 @@ func readsLive(res config.Resource, root *template.Template) bool {
 	return false
 }
 
-// mentions reports whether the parse tree n calls any of names.
+// mentions reports whether the parse tree n calls any of names, in any
+// command of any pipe (walkCommands: arguments that are pipes or chains,
+// such as (observed "Service" "db").spec, included).
 func mentions(n parse.Node, names ...string) bool {
 	found := false
-	var walk func(n parse.Node)
-	walkPipe := func(p *parse.PipeNode) {
-		if p == nil {
-			return
-		}
-		for _, c := range p.Cmds {
-			for _, a := range c.Args {
-				walk(a)
+	walkCommands(n, func(c *parse.CommandNode) {
+		for _, a := range c.Args {
+			if id, ok := a.(*parse.IdentifierNode); ok && slices.Contains(names, id.Ident) {
+				found = true
 			}
 		}
-	}
-	walk = func(n parse.Node) {
-		if n == nil || found {
-			return
-		}
-		switch x := n.(type) {
-		case *parse.IdentifierNode:
-			found = found || slices.Contains(names, x.Ident)
-		case *parse.ListNode:
-			if x == nil {
-				return
-			}
-			for _, c := range x.Nodes {
-				walk(c)
-			}
-		case *parse.ActionNode:
-			walkPipe(x.Pipe)
-		case *parse.PipeNode:
-			walkPipe(x)
-		case *parse.IfNode:
-			walkPipe(x.Pipe)
-			walk(x.List)
-			walk(x.ElseList)
-		case *parse.RangeNode:
-			walkPipe(x.Pipe)
-			walk(x.List)
-			walk(x.ElseList)
-		case *parse.WithNode:
-			walkPipe(x.Pipe)
-			walk(x.List)
-			walk(x.ElseList)
-		case *parse.TemplateNode:
-			walkPipe(x.Pipe)
-		}
-	}
-	walk(n)
+	})
 	return found
 }

@@ -334,3 +334,12 @@ data:
 		}
 	}
 }
+
+// TestReadsLiveSeesChains: a template that reads a live child only inside
+// a chain, (observed ...).spec, reads live children.
+func TestReadsLiveSeesChains(t *testing.T) {
+	s := loadSet(t, Options{}, "d.tmpl", "apiVersion: v1\nkind: Service\nmetadata: {name: {{ .Name }}}\nspec: {clusterIP: {{ (observed \"Service\" \"db\").spec.clusterIP }}}\n")
+	if !s.ReadsLive() {
+		t.Error("a template calling observed inside a chain does not count as reading live children")
+	}
+}
