@@ -71,9 +71,9 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 	var errs []error
 	seen := map[childKey]string{}
 	for _, m := range out.Manifests {
-		v, err := engine.Decode(m.Body, out.State)
-		if err != nil {
-			errs = append(errs, &engine.RenderError{Template: m.Template, Err: err})
+		v := m.Object
+		if m.Err != nil {
+			errs = append(errs, &engine.RenderError{Template: m.Template, Err: m.Err})
 			continue
 		}
 		if v == nil {

@@ -36,7 +36,6 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	helmengine "helm.sh/helm/v4/pkg/engine"
-	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/strvals"
 
 	"stencil.dev/stencil/templates/budget"
@@ -282,6 +281,12 @@ type Manifest struct {
 	Template string
 	// Body is its text, with placeholders.
 	Body []byte
+	// Object is the document decoded (engine.Decode): nil when it holds
+	// nothing; Err is why it did not decode.
+	Object any
+	Err    error
+	// kind orders it (Helm's install order).
+	kind string
 }
 
 // Values returns the values given to the chart: the spec with the
@@ -388,21 +393,8 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 			delete(files, name)
 		}
 	}
-	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
-	if err != nil {
+	if out.Hooks, out.Manifests, err = sortManifests(files, &st); err != nil {
 		return nil, nil, err
-	}
-	for _, h := range hooks {
-		events := make([]string, len(h.Events))
-		for i, ev := range h.Events {
-			events[i] = ev.String()
-		}
-		out.Hooks = append(out.Hooks, fmt.Sprintf("%s/%s (%s) from %s", h.Kind, st.Resolve(h.Name), strings.Join(events, ","), h.Path))
-	}
-	for _, m := range manifests {
-		// As Helm writes each document (a block scalar that ends the
-		// document keeps its final newline).
-		out.Manifests = append(out.Manifests, Manifest{Template: m.Name, Body: []byte(m.Content + "\n")})
 	}
 	return out, p, nil
 }
