@@ -11,7 +11,6 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
-	"stencil.dev/stencil/templates/engine"
 )
 
 // Issue 51's classes of attack, each with inputs of its own: each test
@@ -55,7 +54,7 @@ func TestForgedPlaceholderIsText(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", forged, err)
 		}
-		v, err := engine.Decode(out.Manifests[0].Body, out.State)
+		v, err := out.Manifests[0].Object, out.Manifests[0].Err
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +81,7 @@ func renderAll(t *testing.T, c *Chart, spec map[string]any, overrides map[string
 	}
 	var objs []map[string]any
 	for _, m := range out.Manifests {
-		v, err := engine.Decode(m.Body, out.State)
+		v, err := m.Object, m.Err
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +122,7 @@ func TestDecodedEscapeDoesNotReachTpl(t *testing.T) {
 		}
 		var objs []map[string]any
 		for _, m := range out.Manifests {
-			v, err := engine.Decode(m.Body, out.State)
+			v, err := m.Object, m.Err
 			if err != nil {
 				t.Fatalf("%s: %v", labels, err)
 			}
@@ -159,7 +158,7 @@ func TestQuoteAndCommentKeepTheFlowList(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", v, err)
 		}
-		obj, err := engine.Decode(out.Manifests[0].Body, out.State)
+		obj, err := out.Manifests[0].Object, out.Manifests[0].Err
 		if err != nil {
 			t.Fatalf("%q: %v", v, err)
 		}
@@ -198,7 +197,7 @@ func TestSecondPassSharesTheBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used := one.State.Steps()
+	used := one.Steps
 	rel.Budget.Steps = used * 3 / 2
 	_, err = c.Render(context.Background(), rel)
 	if !errors.Is(err, budget.ErrExceeded) {
@@ -230,7 +229,7 @@ func TestBenignSpecRendersOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := out.State.Steps(), one.State.Steps(); got != want {
+		if got, want := out.Steps, one.Steps; got != want {
 			t.Errorf("%s: a benign spec's render counted %d steps, one pass %d: it paid for a second render", name, got, want)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
-	"stencil.dev/stencil/templates/engine"
 )
 
 // Chart mode runs under the same budget as stencil's own templates: text
@@ -87,7 +86,7 @@ func TestTplUnderTheBudgetKeepsHelmSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := engine.Decode(out.Manifests[0].Body, out.State)
+	v, err := out.Manifests[0].Object, out.Manifests[0].Err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +190,8 @@ func FuzzChartShape(f *testing.F) {
 				t.Fatalf("%s: %d objects with %q, %q; %d with x's", name, len(out.Manifests), a, b, len(ref.Manifests))
 			}
 			for i, m := range out.Manifests {
-				got, gerr := engine.Decode(m.Body, out.State)
-				want, werr := engine.Decode(ref.Manifests[i].Body, ref.State)
+				got, gerr := m.Object, m.Err
+				want, werr := ref.Manifests[i].Object, ref.Manifests[i].Err
 				if gerr != nil || werr != nil {
 					continue
 				}

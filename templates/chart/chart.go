@@ -35,11 +35,9 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
-	helmengine "helm.sh/helm/v4/pkg/engine"
 	"helm.sh/helm/v4/pkg/strvals"
 
 	"stencil.dev/stencil/templates/budget"
-	"stencil.dev/stencil/templates/engine"
 )
 
 // Chart is a loaded chart, its templates rewritten; safe for concurrent
@@ -55,6 +53,8 @@ type Chart struct {
 	templates int
 	// schemas are its values.schema.json files, compiled (schema.go).
 	schemas schemas
+	// executors hold its templates parsed, per set of enabled subcharts.
+	executors executors
 }
 
 // Load loads the chart directory or .tgz at p, checks what Helm checks
@@ -271,8 +271,8 @@ type Output struct {
 	Hooks []string
 	// Notes is the rendered NOTES.txt of the chart itself.
 	Notes string
-	// State holds the values placed by the render, for engine.Decode.
-	State *engine.State
+	// Steps is what the render counted against its budget.
+	Steps int64
 }
 
 // Manifest is one rendered document.
@@ -314,42 +314,45 @@ func Values(spec map[string]any, overrides map[string]string) (map[string]any, e
 // with randAlphaNum).
 func (c *Chart) Render(ctx context.Context, rel Release) (*Output, error) {
 	now := time.Now()
-	out, p, err := c.render(ctx, rel, now)
+	out, e, err := c.render(ctx, rel, now)
+	defer c.release(e)
 	if err != nil {
 		return nil, err
 	}
-	if len(p.random) == 0 {
+	if len(e.p.random) == 0 {
 		return out, nil
 	}
-	rel.spent = out.State.Steps()
-	again, _, err := c.render(ctx, rel, now.Add(25*time.Hour+time.Minute+time.Second))
+	rel.spent = out.Steps
+	again, e2, err := c.render(ctx, rel, now.Add(25*time.Hour+time.Minute+time.Second))
+	defer c.release(e2)
 	if err != nil {
 		return nil, err
 	}
 	for i, m := range out.Manifests {
-		if i >= len(again.Manifests) || out.State.Resolve(string(m.Body)) != again.State.Resolve(string(again.Manifests[i].Body)) {
-			return nil, p.randomError(m.Template)
+		if i >= len(again.Manifests) || e.st.Resolve(string(m.Body)) != e2.st.Resolve(string(again.Manifests[i].Body)) {
+			return nil, e.p.randomError(m.Template)
 		}
 	}
 	if len(again.Manifests) != len(out.Manifests) {
-		return nil, p.randomError("")
+		return nil, e.p.randomError("")
 	}
 	return out, nil
 }
 
-func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Output, *printer, error) {
+// render renders the chart once, on an executor of the pool (nil when
+// none could be had), which the caller releases once it no longer needs
+// the render's placeholders.
+func (c *Chart) render(_ context.Context, rel Release, clock time.Time) (*Output, *executor, error) {
 	ch := copyChart(c.ch)
-	spec := rel.Spec
-	st := engine.NewState(rel.Budget, false)
-	taint := engine.NewTaint(&st)
-	if spec != nil {
-		spec = taint.Value(spec).(map[string]any)
-	}
-	vals, err := Values(spec, rel.Overrides)
+	// The values decide which subcharts are enabled, and so which
+	// templates (which executor) the render runs; the taint, whose arena
+	// is the executor's, comes after. Dependency processing reads the
+	// values' content alone, tainted or not.
+	plain, err := Values(rel.Spec, rel.Overrides)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
+	if err := chartutil.ProcessDependencies(ch, plain); err != nil {
 		return nil, nil, fmt.Errorf("processing dependencies: %w", err)
 	}
 	caps := rel.Capabilities
@@ -363,40 +366,57 @@ func (c *Chart) render(ctx context.Context, rel Release, clock time.Time) (*Outp
 	if rel.Upgrade {
 		opts.Revision = 2
 	}
-	top, err := cutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, caps, true)
+	// The templates the render runs, in Helm's parse order; the values
+	// each is scoped to are placed once the values are known.
+	texts := templateTexts(ch)
+	keys := parseOrder(texts)
+	e, err := c.executor(texts, keys, rel.Budget)
 	if err != nil {
 		return nil, nil, err
 	}
+	spec := rel.Spec
+	if spec != nil {
+		spec = e.taint.Value(spec).(map[string]any)
+	}
+	vals, err := Values(spec, rel.Overrides)
+	if err != nil {
+		return nil, e, err
+	}
+	top, err := cutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, caps, true)
+	if err != nil {
+		return nil, e, err
+	}
 	values, ok := top["Values"].(common.Values)
 	if !ok {
-		return nil, nil, fmt.Errorf("helm's values are %T, not common.Values", top["Values"])
+		return nil, e, fmt.Errorf("helm's values are %T, not common.Values", top["Values"])
 	}
 	if err := c.schemas.validate(ch, values.AsMap()); err != nil {
-		return nil, nil, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%w", err)
+		return nil, e, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%w", err)
 	}
-	p := &printer{st: &st, clock: clock, templates: int64(c.templates), taint: taint, tenantTemplates: rel.TenantTemplates, reads: rel.Reads}
-	if err := st.Meter().Charge(rel.spent); err != nil {
-		return nil, nil, fmt.Errorf("%w (with the render's earlier pass)", err)
+	p := &e.p
+	p.clock, p.tenantTemplates, p.reads = clock, rel.TenantTemplates, rel.Reads
+	if err := e.st.Meter().Charge(rel.spent); err != nil {
+		return nil, e, fmt.Errorf("%w (with the render's earlier pass)", err)
 	}
-	e := helmengine.Engine{CustomTemplateFuncs: p.funcs()}
-	files, err := e.RenderWithContext(ctx, ch, top)
+	files, err := e.run(allTemplates(ch, top), keys)
 	if err != nil {
-		return nil, nil, p.renderError(err)
+		return nil, e, p.renderError(err)
 	}
-	out := &Output{State: &st}
+	out := &Output{}
 	notes := path.Join(ch.Name(), "templates", "NOTES.txt")
 	for name, text := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
 			if name == notes {
-				out.Notes = strings.TrimSpace(st.Resolve(text))
+				out.Notes = strings.TrimSpace(e.st.Resolve(text))
 			}
 			delete(files, name)
 		}
 	}
-	if out.Hooks, out.Manifests, err = sortManifests(files, &st); err != nil {
-		return nil, nil, err
+	if out.Hooks, out.Manifests, err = sortManifests(files, &e.st); err != nil {
+		return nil, e, err
 	}
-	return out, p, nil
+	out.Steps = e.st.Steps()
+	return out, e, nil
 }
 
 // renderError is the error of a failed render: the refused function or

@@ -12,7 +12,6 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
-	"stencil.dev/stencil/templates/engine"
 )
 
 // writeChart writes a chart named probe with the given templates (name
@@ -48,7 +47,7 @@ func renderOne(t *testing.T, dir string, spec map[string]any) (map[string]any, e
 	if len(out.Manifests) != 1 {
 		t.Fatalf("%d manifests, want 1", len(out.Manifests))
 	}
-	v, err := engine.Decode(out.Manifests[0].Body, out.State)
+	v, err := out.Manifests[0].Object, out.Manifests[0].Err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +213,7 @@ func TestTenantTextIsNotATemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range out.Manifests {
-			v, err := engine.Decode(m.Body, out.State)
+			v, err := m.Object, m.Err
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +263,7 @@ func TestTransformedTenantValueCannotAddFields(t *testing.T) {
 			continue
 		}
 		for _, m := range out.Manifests {
-			v, err := engine.Decode(m.Body, out.State)
+			v, err := m.Object, m.Err
 			if err != nil {
 				continue
 			}
@@ -299,7 +298,7 @@ func TestTransformedValueLandsAsOneValue(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", action, err)
 		}
-		v, _ := engine.Decode(out.Manifests[0].Body, out.State)
+		v, _ := out.Manifests[0].Object, out.Manifests[0].Err
 		if labels := v.(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any); len(labels) != 1 || labels["app"] != want {
 			t.Errorf("%s: labels %q, want app: %q alone", action, labels, want)
 		}
@@ -325,7 +324,7 @@ func TestSquoteOfToJsonKeepsOneArgument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := engine.Decode(out.Manifests[0].Body, out.State)
+	v, err := out.Manifests[0].Object, out.Manifests[0].Err
 	if err != nil {
 		t.Fatal(err)
 	}

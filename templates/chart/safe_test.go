@@ -15,7 +15,6 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/budget"
-	"stencil.dev/stencil/templates/engine"
 )
 
 // hostileStrings are tenant strings that YAML reads as syntax in some
@@ -118,7 +117,7 @@ func pathsOf(c *Chart, spec map[string]any, caps *common.Capabilities) ([]string
 	}
 	var paths []string
 	for i, m := range out.Manifests {
-		v, err := engine.Decode(m.Body, out.State)
+		v, err := m.Object, m.Err
 		if err != nil {
 			return nil, err
 		}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
+	"unicode"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
@@ -39,16 +39,7 @@ func sortManifests(files map[string]string, st *engine.State) (hooks []string, m
 		if strings.HasPrefix(path.Base(name), "_") || strings.TrimSpace(content) == "" {
 			continue
 		}
-		docs := releaseutil.SplitManifests(content)
-		keys := make([]string, 0, len(docs))
-		for k := range docs {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b string) int {
-			return splitIndex(a) - splitIndex(b)
-		})
-		for _, k := range keys {
-			text := docs[k]
+		for _, text := range splitDocuments(content) {
 			m := Manifest{Template: name, Body: []byte(text + "\n")}
 			m.Object, m.Err = engine.Decode(m.Body, st)
 			h, ok := decodedHead(m.Object)
@@ -147,11 +138,38 @@ func optionalString(v any) (string, bool) {
 	return s, ok
 }
 
-// splitIndex is the number of SplitManifests' "manifest-N" key: the
-// document's place in its file.
-func splitIndex(key string) int {
-	n, _ := strconv.Atoi(strings.TrimPrefix(key, "manifest-"))
-	return n
+// splitDocuments splits a rendered file into documents as Helm's
+// releaseutil.SplitManifests does, in order: at every "---" that starts a
+// line, with the spaces and tabs after it (so "---apiVersion: v1" starts
+// a document too), each document without its leading white space, blank
+// ones dropped. Helm's regexp split was a sixth of what was left of the
+// chart render; FuzzSplitDocumentsAsHelm holds the two equal.
+func splitDocuments(s string) []string {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	var docs []string
+	add := func(d string) {
+		if strings.TrimSpace(d) != "" {
+			docs = append(docs, strings.TrimLeftFunc(d, unicode.IsSpace))
+		}
+	}
+	begin := 0
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], "---") {
+			j := i + 3
+			for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+				j++
+			}
+			add(s[begin:i])
+			begin, i = j, j
+		}
+		next := strings.IndexByte(s[i:], '\n')
+		if next < 0 {
+			break
+		}
+		i += next + 1
+	}
+	add(s[begin:])
+	return docs
 }
 
 // knownHookEvent reports whether e is one of Helm's hook events.

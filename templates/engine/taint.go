@@ -36,6 +36,11 @@ const chunkSize = 64 << 10
 // placeholders in the text they are given.
 func NewTaint(st *State) *Taint { return &Taint{st: st} }
 
+// Reset empties the arena for the next render. The strings of the last
+// render keep the blocks they point into; no string of theirs is tainted
+// any more, and nothing the next render taints is written over them.
+func (t *Taint) Reset() { t.chunks, t.cur = nil, nil }
+
 // Of reports whether s is tainted: its bytes are in the arena.
 func (t *Taint) Of(s string) bool {
 	if t == nil || len(s) == 0 {
