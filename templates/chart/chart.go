@@ -28,6 +28,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -53,8 +54,10 @@ type Chart struct {
 	templates int
 	// schemas are its values.schema.json files, compiled (schema.go).
 	schemas schemas
-	// executors hold its templates parsed, per set of enabled subcharts.
+	// executors hold its templates parsed, per set of enabled subcharts;
+	// parses counts the times they were parsed.
 	executors executors
+	parses    atomic.Int64
 }
 
 // Load loads the chart directory or .tgz at p, checks what Helm checks

@@ -210,6 +210,7 @@ func (c *Chart) executor(texts map[string]string, keys []string, limits budget.L
 	funcs["getHostByName"] = func(string) string { return "" }
 	maps.Copy(funcs, e.p.funcs())
 	e.t.Funcs(funcs)
+	c.parses.Add(1)
 	for _, name := range keys {
 		if _, err := e.t.New(name).Parse(texts[name]); err != nil {
 			return nil, helmParseError(name, err)
