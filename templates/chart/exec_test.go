@@ -123,7 +123,8 @@ func TestChartParsedOncePerTemplateSet(t *testing.T) {
 		objects(t, c, nil)
 		objects(t, c, map[string]any{"a": map[string]any{"enabled": false}})
 	}
-	if got := c.parses.Load(); got != 2 {
+	// Under the race detector sync.Pool drops a share of what it is given.
+	if got := c.parses.Load(); got != 2 && !raceEnabled {
 		t.Errorf("42 renders of 2 template sets parsed the templates %d times, want 2", got)
 	}
 	var wg sync.WaitGroup
