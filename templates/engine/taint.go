@@ -29,8 +29,14 @@ type Taint struct {
 	st *State
 }
 
-// chunkSize is the arena's block: most specs fit in one.
-const chunkSize = 64 << 10
+// The arena's blocks start small and double up to maxChunk: most specs
+// fit in the first, and a render that taints more pays for a few more.
+// (One 64 KiB block per render was a quarter of what chart mode
+// allocated, for a spec of a few hundred bytes.)
+const (
+	firstChunk = 1 << 10
+	maxChunk   = 64 << 10
+)
 
 // NewTaint returns an empty arena whose functions resolve st's
 // placeholders in the text they are given.
@@ -62,7 +68,7 @@ func (t *Taint) String(s string) string {
 		return s
 	}
 	if cap(t.cur)-len(t.cur) < len(s) {
-		t.cur = make([]byte, 0, max(chunkSize, len(s)))
+		t.cur = make([]byte, 0, max(min(2*cap(t.cur), maxChunk), firstChunk, len(s)))
 		t.chunks = append(t.chunks, t.cur)
 	}
 	start := len(t.cur)
