@@ -1,9 +1,11 @@
 // Package chart renders an unmodified Helm chart for one custom resource:
 // chart mode. It loads the chart with Helm's own libraries (loader,
 // values coalescing, dependencies with conditions, tags and import-values,
-// values.schema.json) and renders it with Helm's own engine, so that a
-// chart renders the objects `helm template` renders; what it returns is
-// text for package templates to decode and hold to the child contract.
+// values.schema.json) and renders it by Helm's engine's rules with Helm's
+// own functions (exec.go: the same render, its parse kept between
+// renders), so that a chart renders the objects `helm template` renders;
+// what it returns is each document decoded, for package templates to hold
+// to the child contract.
 //
 // The choice a newcomer may question: Helm's engine runs, but not on the
 // chart's text as written. At load, every template is parsed and
