@@ -18,15 +18,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/templates/view"
 )
 
 // File is one test file: its cases, in file order.
@@ -274,27 +274,12 @@ func objects(path string, raw json.RawMessage) ([]*unstructured.Unstructured, er
 	return decodeObjects(raw)
 }
 
-// decodeObjects decodes a YAML or JSON stream of objects, skipping empty
-// documents; numbers are decoded as the API machinery decodes them
-// (whole numbers int64), as the controller's caches hold them.
+// decodeObjects decodes a YAML or JSON stream of objects
+// (view.DecodeObjects), skipping empty mappings too.
 func decodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" || string(bytes.TrimSpace(raw)) == "{}" {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(raw); err != nil {
-			return nil, err
-		}
-		out = append(out, u)
+	objs, err := view.DecodeObjects(data)
+	if err != nil {
+		return nil, err
 	}
+	return slices.DeleteFunc(objs, func(u *unstructured.Unstructured) bool { return len(u.Object) == 0 }), nil
 }

@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/view"
 )
 
 // healthLua is Argo CD's health check for every stencil resource: they share
@@ -130,7 +130,7 @@ func crdKinds(path string) (map[schema.GroupResource]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading CRDs: %w", err)
 		}
-		objs, err := decodeDocuments(data, func(*unstructured.Unstructured) error { return nil })
+		objs, err := view.DecodeObjects(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}

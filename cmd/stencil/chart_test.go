@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/templates/view"
 )
 
 // chartData is the chart mode's test data: public charts vendored as they
@@ -106,7 +108,7 @@ func TestRenderChartsAsHelmTemplate(t *testing.T) {
 // are left out and returned as Kind/name (a random suffix cut off).
 func objectsOf(t *testing.T, stream string, helm bool) (map[string]any, []string) {
 	t.Helper()
-	objs, err := decodeDocuments([]byte(stream), func(*unstructured.Unstructured) error { return nil })
+	objs, err := view.DecodeObjects([]byte(stream))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,7 @@ package main
 // and validate --server sends the generated CRDs as a dry run).
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +13,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
@@ -278,47 +273,19 @@ func readObjects(flag, path string, stderr io.Writer) ([]*unstructured.Unstructu
 	return objs, true
 }
 
-// decodeResources decodes every non-empty document of a YAML stream, split
-// the way kubectl splits it; each must name its apiVersion and kind.
+// decodeResources decodes every non-empty document of a YAML stream
+// (view.DecodeObjects); each must name its apiVersion and kind.
 func decodeResources(data []byte) ([]*unstructured.Unstructured, error) {
-	return decodeDocuments(data, func(u *unstructured.Unstructured) error {
-		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			return errors.New("apiVersion and kind are required")
-		}
-		return nil
-	})
-}
-
-// decodeDocuments decodes every non-empty document of a YAML stream and
-// passes each to check, whose error names the document.
-func decodeDocuments(data []byte, check func(*unstructured.Unstructured) error) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for i := 1; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("splitting documents: %w", err)
-		}
-		var m map[string]any
-		if err := yaml.Unmarshal(doc, &m, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if m == nil {
-			continue
-		}
-		v, err := view.CopyJSONValue(m)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		u := &unstructured.Unstructured{Object: v.(map[string]any)}
-		if err := check(u); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		objs = append(objs, u)
+	objs, err := view.DecodeObjects(data)
+	if err != nil {
+		return nil, err
 	}
+	for i, u := range objs {
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			return nil, fmt.Errorf("object %d: apiVersion and kind are required", i+1)
+		}
+	}
+	return objs, nil
 }
 
 func rbacCommand(args []string, stdout, stderr io.Writer) int {
