@@ -43,10 +43,15 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil diff: loading kubeconfig: %v\n", err)
 		return exitUsage
 	}
-	opts := templates.Options{}
-	if caps, err := clusterCapabilities(restConfig); err == nil {
-		opts.Capabilities = caps
+	// One read of discovery first: a cluster that cannot be read fails
+	// here at once, naming why, instead of after the informers' two-minute
+	// wait for caches that never sync.
+	caps, err := clusterCapabilities(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil diff: cannot read the cluster at %s: %v\n", restConfig.Host, err)
+		return exitUsage
 	}
+	opts := templates.Options{Capabilities: caps}
 	src.wall = renderworker.NewWall(*workers, klog.Background().V(2), nil)
 	if src.wall != nil {
 		defer src.wall.Close()

@@ -31,7 +31,7 @@ current-context: c
 	if got := dispatch([]string{"diff", "--config", "../../crds/stencil.yaml", "--kubeconfig", kubeconfig}, nil, &stdout, &stderr); got != exitUsage {
 		t.Errorf("unreachable cluster: exit %d, want %d (%s)", got, exitUsage, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "stencil diff: ") {
+	if !strings.Contains(stderr.String(), "stencil diff: cannot read the cluster at http://127.0.0.1:1: ") || !strings.Contains(stderr.String(), "connection refused") {
 		t.Errorf("stderr = %q", stderr.String())
 	}
 }
