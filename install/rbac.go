@@ -1,7 +1,8 @@
 // Package install is what stencil needs from a cluster and how it is
 // installed: the RBAC rules of "stencil run" for a config (the rules
 // "stencil rbac" prints, "stencil manifests" packs, and a reload checks it
-// still has) and the manifests that deploy stencil with a team's config.
+// still has), the manifests that deploy stencil with a team's config, and
+// Argo CD's health checks for the kinds it serves (argocd.go).
 //
 // The design choice a newcomer may question: the rules are computed from
 // the compiled entries (package entry), not from the config file alone: a

@@ -9,28 +9,15 @@ package main
 // the config file, as in crds/.
 
 import (
-	"cmp"
-	_ "embed"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/install"
 	"stencil.dev/stencil/templates"
-	"stencil.dev/stencil/templates/view"
 )
-
-// healthLua is Argo CD's health check for every stencil resource: they share
-// one status contract, so one script serves every kind. Argo CD runs custom
-// checks without Lua's string, math and io libraries, so it uses only the
-// base and table ones.
-//
-//go:embed argocd_health.lua
-var healthLua string
 
 func argocdCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("argocd", "--config FILE | --watches FILE [--crds PATH]")
@@ -47,7 +34,7 @@ func argocdCommand(args []string, stdout, stderr io.Writer) int {
 	if path == "" {
 		path = cfg.Dir
 	}
-	kinds, err := crdKinds(path)
+	kinds, err := install.CRDKinds(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil argocd: %v\n", err)
 		return exitFailed
@@ -70,87 +57,6 @@ func argocdCommand(args []string, stdout, stderr io.Writer) int {
 	if status != exitOK {
 		return status
 	}
-	io.WriteString(stdout, healthChecks(gks))
+	io.WriteString(stdout, install.ArgoCDHealthChecks(gks))
 	return exitOK
-}
-
-// healthChecks returns argocd-cm data entries, one health check per kind, as
-// YAML with literal block scalars so the Lua reads as written.
-func healthChecks(gks []schema.GroupKind) string {
-	var b strings.Builder
-	for _, gk := range gks {
-		fmt.Fprintf(&b, "%s: |\n", healthKey(gk))
-		for _, line := range strings.SplitAfter(healthLua, "\n") {
-			if strings.TrimSpace(line) == "" {
-				b.WriteString(strings.TrimLeft(line, " \t"))
-				continue
-			}
-			b.WriteString("  " + line)
-		}
-	}
-	return b.String()
-}
-
-// healthKey is the argocd-cm key of gk's health check; Argo CD names a kind
-// of the core group by its Kind alone.
-func healthKey(gk schema.GroupKind) string {
-	if gk.Group == "" {
-		return "resource.customizations.health." + gk.Kind
-	}
-	return "resource.customizations.health." + gk.Group + "_" + gk.Kind
-}
-
-// crdKinds reads the CustomResourceDefinitions in path, a file or the
-// manifests of a directory (not its subdirectories, as kubectl apply -f), and
-// returns the kind each defines. Other documents are skipped, so a directory
-// may also hold the config file and samples.
-func crdKinds(path string) (map[schema.GroupResource]string, error) {
-	files := []string{path}
-	if info, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("reading CRDs: %w", err)
-	} else if info.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading CRDs: %w", err)
-		}
-		files = nil
-		for _, e := range entries {
-			switch filepath.Ext(e.Name()) {
-			case ".yaml", ".yml", ".json":
-				if !e.IsDir() {
-					files = append(files, filepath.Join(path, e.Name()))
-				}
-			}
-		}
-	}
-	kinds := map[schema.GroupResource]string{}
-	from := map[schema.GroupResource]string{}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("reading CRDs: %w", err)
-		}
-		objs, err := view.DecodeObjects(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		for _, u := range objs {
-			gvk := u.GroupVersionKind()
-			if gvk.Group != "apiextensions.k8s.io" || gvk.Kind != "CustomResourceDefinition" {
-				continue
-			}
-			group, errGroup := templates.RequiredString(u.Object, "spec", "group")
-			plural, errPlural := templates.RequiredString(u.Object, "spec", "names", "plural")
-			kind, errKind := templates.RequiredString(u.Object, "spec", "names", "kind")
-			if err := cmp.Or(errGroup, errPlural, errKind); err != nil {
-				return nil, fmt.Errorf("%s: CustomResourceDefinition %q: %w", file, u.GetName(), err)
-			}
-			gr := schema.GroupResource{Group: group, Resource: plural}
-			if old, ok := kinds[gr]; ok && old != kind {
-				return nil, fmt.Errorf("%s: CustomResourceDefinition %q names %s kind %s, %s names it %s", file, u.GetName(), gr, kind, from[gr], old)
-			}
-			kinds[gr], from[gr] = kind, file
-		}
-	}
-	return kinds, nil
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"stencil.dev/stencil/install"
 )
 
 // TestArgoCDHealth runs the health script on one WebApp in each state the
@@ -84,7 +86,7 @@ func TestArgoCDHealth(t *testing.T) {
 	}
 }
 
-// runHealthCheck runs healthLua on the object in objYAML the way Argo CD
+// runHealthCheck runs install.HealthLua on the object in objYAML the way Argo CD
 // does: the object comes from the API server (numbers are int64) as the
 // global obj, only the base, table and package libraries are open, and the
 // script's return value is the health.
@@ -110,7 +112,7 @@ func runHealthCheck(t *testing.T, objYAML string) (health, message string) {
 	defer cancel()
 	L.SetContext(ctx)
 	L.SetGlobal("obj", toLua(L, u.Object))
-	if err := L.DoString(healthLua); err != nil {
+	if err := L.DoString(install.HealthLua); err != nil {
 		t.Fatalf("health script: %v", err)
 	}
 	hs, ok := L.Get(-1).(*lua.LTable)
@@ -185,7 +187,7 @@ func TestArgoCD(t *testing.T) {
 		t.Errorf("got %d entries, want %d:\n%s", len(data), len(want), r.stdout)
 	}
 	for _, k := range want {
-		if data[k] != healthLua {
+		if data[k] != install.HealthLua {
 			t.Errorf("%s is not the health script:\n%s", k, data[k])
 		}
 	}
@@ -272,8 +274,8 @@ func TestHealthKey(t *testing.T) {
 		{Group: "apps.example.com", Kind: "WebApp"}: "resource.customizations.health.apps.example.com_WebApp",
 		{Kind: "ConfigMap"}:                         "resource.customizations.health.ConfigMap",
 	} {
-		if got := healthKey(gk); got != want {
-			t.Errorf("healthKey(%v) = %q, want %q", gk, got, want)
+		if got := install.ArgoCDHealthKey(gk); got != want {
+			t.Errorf("ArgoCDHealthKey(%v) = %q, want %q", gk, got, want)
 		}
 	}
 }

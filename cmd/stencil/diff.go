@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/plan"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
@@ -38,7 +39,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil diff: --workers %d: want at least 1\n", *workers)
 		return exitUsage
 	}
-	restConfig, err := clientConfig(*kubeconfig)
+	restConfig, err := controller.ClientConfig(*kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil diff: loading kubeconfig: %v\n", err)
 		return exitUsage
@@ -46,7 +47,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	// One read of discovery first: a cluster that cannot be read fails
 	// here at once, naming why, instead of after the informers' two-minute
 	// wait for caches that never sync.
-	caps, err := clusterCapabilities(restConfig)
+	caps, err := controller.ClusterCapabilities(restConfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil diff: cannot read the cluster at %s: %v\n", restConfig.Host, err)
 		return exitUsage
@@ -62,7 +63,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	restConfig.QPS, restConfig.Burst = float32(*qps), *burst
 	restConfig.UserAgent = "stencil-diff/" + version
-	cl, err := newClients(restConfig)
+	cl, err := controller.NewClients(restConfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
 		return exitUsage
@@ -74,7 +75,7 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	// controller's story, not the plan's (-v 2 shows it).
 	ctx = klog.NewContext(ctx, klog.Background().V(2))
 	d := &plan.Planner{
-		Config: cfg, Sets: sets, Dynamic: cl.dynamic, Metadata: cl.metadata, Mapper: cl.mapper,
+		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper,
 		Namespace: *namespace, Workers: *workers, Warn: stderr, ManageCRDs: *manageCRDs,
 	}
 	if isTerminal(stderr) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"stencil.dev/stencil/config"
 )
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/install"
@@ -68,7 +69,7 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 // validateOnServer dry-runs cfg's generated CRDs against the API server
 // of kubeconfig.
 func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig string, stdout, stderr io.Writer) int {
-	restConfig, err := clientConfig(kubeconfig)
+	restConfig, err := controller.ClientConfig(kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil validate: loading kubeconfig: %v\n", err)
 		return exitUsage

@@ -14,19 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/config"
@@ -219,13 +208,13 @@ func runCommand(args []string) int {
 			return 2
 		}
 	}
-	restConfig, err := clientConfig(f.kubeconfig)
+	restConfig, err := controller.ClientConfig(f.kubeconfig)
 	if err != nil {
 		logger.Error(err, "Loading kubeconfig")
 		return 1
 	}
 	opts := templates.Options{}
-	if caps, err := clusterCapabilities(restConfig); err != nil {
+	if caps, err := controller.ClusterCapabilities(restConfig); err != nil {
 		logger.Error(err, "Reading the cluster's capabilities for charts; they see Helm's defaults")
 	} else {
 		opts.Capabilities = caps
@@ -276,16 +265,16 @@ func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg
 	// controller.WriteGate).
 	gate := ha.NewWriteGate()
 	restConfig.Wrap(gate.Wrap)
-	cl, err := newClients(restConfig)
+	cl, err := controller.NewClients(restConfig)
 	if err != nil {
 		return nil, err
 	}
-	kube, err := newGroupClients(restConfig)
+	kube, err := controller.NewKube(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("building typed clients: %w", err)
 	}
 	return controller.New(ctx, controller.Options{
-		Config: cfg, Sets: sets, Dynamic: cl.dynamic, Metadata: cl.metadata, Kube: kube, Mapper: cl.mapper, Metrics: metrics,
+		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Kube: kube, Mapper: cl.Mapper, Metrics: metrics,
 		Namespace: f.namespace, Workers: f.workers, Wall: f.src.wall, ResyncPeriod: f.resync,
 		LeaderElection: controller.LeaderElection{Enabled: f.leaderElect, Namespace: f.leaseNamespace, Name: f.leaseName},
 		LeaseTimings:   f.lease,
@@ -294,33 +283,6 @@ func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg
 		MetricsAddr:    f.metricsAddr, HealthAddr: f.healthAddr,
 		ManageCRDs: f.manageCRDs, MetricsSecure: f.metricsSecure, MetricsCertDir: f.metricsCertDir,
 	})
-}
-
-// clients are the API clients of a command that watches the cluster: the
-// dynamic client for whole objects, the metadata client for names, and a
-// discovery-backed mapper from kinds to resources.
-type clients struct {
-	dynamic  dynamic.Interface
-	metadata metadata.Interface
-	mapper   meta.RESTMapper
-}
-
-// newClients builds clients for rc.
-func newClients(rc *rest.Config) (clients, error) {
-	var c clients
-	var err error
-	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
-		return c, fmt.Errorf("building dynamic client: %w", err)
-	}
-	if c.metadata, err = metadata.NewForConfig(rc); err != nil {
-		return c, fmt.Errorf("building metadata client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return c, fmt.Errorf("building discovery client: %w", err)
-	}
-	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
-	return c, nil
 }
 
 // exitOnSecondSignal waits for the first SIGTERM or SIGINT (ctx done; the
@@ -336,64 +298,11 @@ func exitOnSecondSignal(ctx context.Context, stop context.CancelFunc) {
 	os.Exit(1)
 }
 
-// clientConfig loads the kubeconfig the usual way: the flag, then
-// $KUBECONFIG, then the in-cluster config.
-func clientConfig(path string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-}
-
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def
-}
-
-// groupClients is controller.Kube built from the group clients it needs,
-// not the whole clientset (see controller.Kube for why).
-type groupClients struct {
-	core  corev1.CoreV1Interface
-	coord coordinationv1.CoordinationV1Interface
-	authz authorizationv1.AuthorizationV1Interface
-	authn authenticationv1.AuthenticationV1Interface
-}
-
-// CoreV1 returns the core group client (events).
-func (g groupClients) CoreV1() corev1.CoreV1Interface { return g.core }
-
-// CoordinationV1 returns the coordination group client (the Lease).
-func (g groupClients) CoordinationV1() coordinationv1.CoordinationV1Interface { return g.coord }
-
-// AuthorizationV1 returns the authorization group client (a reload's
-// access reviews).
-func (g groupClients) AuthorizationV1() authorizationv1.AuthorizationV1Interface { return g.authz }
-
-// AuthenticationV1 returns the authentication group client (the token
-// reviews of --metrics-secure).
-func (g groupClients) AuthenticationV1() authenticationv1.AuthenticationV1Interface { return g.authn }
-
-func newGroupClients(cfg *rest.Config) (groupClients, error) {
-	core, err := corev1.NewForConfig(cfg)
-	if err != nil {
-		return groupClients{}, fmt.Errorf("core client: %w", err)
-	}
-	coord, err := coordinationv1.NewForConfig(cfg)
-	if err != nil {
-		return groupClients{}, fmt.Errorf("coordination client: %w", err)
-	}
-	authz, err := authorizationv1.NewForConfig(cfg)
-	if err != nil {
-		return groupClients{}, fmt.Errorf("authorization client: %w", err)
-	}
-	authn, err := authenticationv1.NewForConfig(cfg)
-	if err != nil {
-		return groupClients{}, fmt.Errorf("authentication client: %w", err)
-	}
-	return groupClients{core: core, coord: coord, authz: authz, authn: authn}, nil
 }
 
 // gcPercent is the GOGC the controller runs with unless GOGC is set. Its
