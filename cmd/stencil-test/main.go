@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/renderworker"
@@ -47,7 +46,7 @@ func main() {
 func load(path string, opts templates.Options, wall *renderworker.Pool, stderr io.Writer) ([]*templates.Set, bool) {
 	_, sets, err := reload.Source{Path: path, Options: opts, Wall: wall}.Load()
 	if err != nil {
-		printErrors(stderr, err)
+		fmt.Fprintln(stderr, err)
 		return nil, false
 	}
 	return sets, true
@@ -74,12 +73,5 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths
 		}
 		paths = append(paths, fs.Arg(0))
 		args = fs.Args()[1:]
-	}
-}
-
-// printErrors prints each error of a joined error on its own line.
-func printErrors(w io.Writer, err error) {
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintln(w, line)
 	}
 }

@@ -69,7 +69,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 		loaded = append(loaded, tf)
 	}
 	if len(loadErrs) > 0 {
-		printErrors(stderr, errors.Join(loadErrs...))
+		fmt.Fprintln(stderr, errors.Join(loadErrs...))
 		return exitUsage
 	}
 	topts := templates.Options{Capabilities: caps}
@@ -95,7 +95,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	results, err := runner.Run(loaded)
 	if err != nil {
-		printErrors(stderr, err)
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	sum := configtest.Print(stdout, results, time.Since(start))

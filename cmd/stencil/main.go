@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/renderworker"
@@ -129,11 +128,4 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (stat
 		return exitUsage, true
 	}
 	return exitOK, false
-}
-
-// printErrors prints each error of a joined error on its own line.
-func printErrors(w io.Writer, err error) {
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintln(w, line)
-	}
 }

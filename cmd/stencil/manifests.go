@@ -49,7 +49,7 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, sets, err := reload.Load(*cfgPath)
 	if err != nil {
-		printErrors(stderr, err)
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	objs, err := install.Manifests(cfg, templates.Entries(sets), o)

@@ -223,7 +223,7 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 	r, err := set.RenderWith(parent, live)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil render: %s:\n", where)
-		printErrors(stderr, err)
+		fmt.Fprintln(stderr, err)
 		return false
 	}
 	for _, w := range r.Waits {
@@ -304,7 +304,7 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	cr, err := install.ClusterRole(*name, templates.Entries(sets), install.RoleOptions{ManageCRDs: *manageCRDs, MetricsSecure: *metricsSecure})
 	if err != nil {
-		printErrors(stderr, err)
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	out, err := yaml.Marshal(cr)

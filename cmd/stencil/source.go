@@ -75,7 +75,7 @@ func (s *sourceFlags) load(fs *flag.FlagSet, opts templates.Options, stderr io.W
 	}
 	cfg, sets, err := src.Load()
 	if err != nil {
-		printErrors(stderr, err)
+		fmt.Fprintln(stderr, err)
 		return nil, nil, false
 	}
 	return cfg, sets, true
