@@ -373,9 +373,9 @@ func (c *Chart) render(_ context.Context, rel Release, clock time.Time) (*Output
 	}
 	// The templates the render runs, in Helm's parse order; the values
 	// each is scoped to are placed once the values are known.
-	texts := templateTexts(ch)
-	keys := parseOrder(texts)
-	e, err := c.executor(texts, keys, rel.Budget)
+	templates := templateFiles(ch)
+	keys := parseOrder(templates)
+	e, err := c.executor(templates, keys, rel.Budget)
 	if err != nil {
 		return nil, nil, err
 	}

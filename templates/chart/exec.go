@@ -62,11 +62,12 @@ type renderable struct {
 	basePath string
 }
 
-// templateTexts returns the text of every template of ch and its enabled
-// subcharts that Helm renders or parses, by path: what an executor
-// parses.
-func templateTexts(ch *chartv2.Chart) map[string]string {
-	out := map[string]string{}
+// templateFiles returns every template of ch and its enabled subcharts
+// that Helm renders or parses, by path: what an executor parses. The
+// contents are the chart's own bytes, not copies (this runs on every
+// render; only a new executor reads them).
+func templateFiles(ch *chartv2.Chart) map[string][]byte {
+	out := map[string][]byte{}
 	var walk func(*chartv2.Chart)
 	walk = func(c *chartv2.Chart) {
 		for _, d := range c.Dependencies() {
@@ -74,14 +75,19 @@ func templateTexts(ch *chartv2.Chart) map[string]string {
 		}
 		library := strings.EqualFold(c.Metadata.Type, "library")
 		for _, t := range c.Templates {
-			if t == nil || (library && !strings.HasPrefix(path.Base(t.Name), "_")) {
-				continue
+			if t != nil && helmTemplate(library, t.Name) {
+				out[path.Join(c.ChartFullPath(), t.Name)] = t.Data
 			}
-			out[path.Join(c.ChartFullPath(), t.Name)] = string(t.Data)
 		}
 	}
 	walk(ch)
 	return out
+}
+
+// helmTemplate is Helm's rule for which files of a chart's templates/ are
+// templates: all of them, but of a library chart only its partials.
+func helmTemplate(library bool, name string) bool {
+	return !library || strings.HasPrefix(path.Base(name), "_")
 }
 
 // allTemplates lists the templates of ch and its enabled subcharts, each
@@ -122,7 +128,7 @@ func scopeTemplates(ch ci.Charter, out map[string]renderable, values common.Valu
 	}
 	parent := acc.ChartFullPath()
 	for _, t := range acc.Templates() {
-		if t == nil || (acc.IsLibraryChart() && !strings.HasPrefix(path.Base(t.Name), "_")) {
+		if t == nil || !helmTemplate(acc.IsLibraryChart(), t.Name) {
 			continue
 		}
 		out[path.Join(parent, t.Name)] = renderable{vals: next, basePath: path.Join(parent, "templates")}
@@ -133,8 +139,8 @@ func scopeTemplates(ch ci.Charter, out map[string]renderable, values common.Valu
 // parseOrder is the order Helm parses templates in: deeper paths first,
 // and within a depth by name, descending. A later define of the same
 // name wins, so the order is part of what a chart renders.
-func parseOrder(texts map[string]string) []string {
-	keys := slices.Collect(maps.Keys(texts))
+func parseOrder(files map[string][]byte) []string {
+	keys := slices.Collect(maps.Keys(files))
 	slices.SortFunc(keys, func(a, b string) int {
 		if da, db := strings.Count(a, "/"), strings.Count(b, "/"); da != db {
 			return db - da
@@ -189,7 +195,7 @@ func (x *executors) pool(key string) *sync.Pool {
 
 // executor returns an executor of the templates keys name, reset for a
 // render under limits.
-func (c *Chart) executor(texts map[string]string, keys []string, limits budget.Limits) (*executor, error) {
+func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.Limits) (*executor, error) {
 	pool := c.executors.pool(strings.Join(keys, "\x00"))
 	if pool != nil {
 		if e, ok := pool.Get().(*executor); ok && e.limits == limits {
@@ -212,7 +218,7 @@ func (c *Chart) executor(texts map[string]string, keys []string, limits budget.L
 	e.t.Funcs(funcs)
 	c.parses.Add(1)
 	for _, name := range keys {
-		if _, err := e.t.New(name).Parse(texts[name]); err != nil {
+		if _, err := e.t.New(name).Parse(string(files[name])); err != nil {
 			return nil, helmParseError(name, err)
 		}
 	}
