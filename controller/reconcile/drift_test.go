@@ -194,9 +194,9 @@ func TestDeletedChildIsForgottenByTheDryRunMemo(t *testing.T) {
 	c := New(Options{})
 	child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": "a", "namespace": "ns", "uid": "uid-svc"}}}
-	c.dryRuns.set(child.GetUID(), "1/hash")
+	c.memory.DryRuns.Set(child.GetUID(), "1/hash")
 	c.Gone(child)
-	if c.dryRuns.has(child.GetUID(), "1/hash") || len(c.dryRuns.seen) != 0 {
+	if c.memory.DryRuns.Has(child.GetUID(), "1/hash") || c.memory.DryRuns.Len() != 0 {
 		t.Error("the dry-run memo still holds the deleted child")
 	}
 }

@@ -2,12 +2,10 @@ package reconcile
 
 import (
 	"context"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
@@ -19,43 +17,13 @@ import (
 // The dry run: what field ownership cannot tell (drift.Unowned) is asked
 // of the API server itself, and the answer remembered.
 
-// dryRunMemo remembers the live versions for which a dry-run apply showed
-// that applying the render would change nothing, so that the question costs
-// one request per change of the child or the template, not one per sync.
-type dryRunMemo struct {
-	mu   sync.Mutex
-	seen map[types.UID]string // child UID -> resourceVersion/hash
-}
-
-func (m *dryRunMemo) has(uid types.UID, v string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.seen[uid] == v
-}
-
-func (m *dryRunMemo) set(uid types.UID, v string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.seen == nil {
-		m.seen = map[types.UID]string{}
-	}
-	m.seen[uid] = v
-}
-
-// forget drops a deleted child.
-func (m *dryRunMemo) forget(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.seen, uid)
-}
-
 // serverAgrees asks the API server, with a dry-run apply that persists
 // nothing, whether applying want to live would change the object. It is
 // used only where field ownership cannot tell (a field of the render that no
 // manager holds), and its answer is remembered per resourceVersion.
 func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
 	version := live.GetResourceVersion() + "/" + hash
-	if c.dryRuns.has(live.GetUID(), version) {
+	if c.memory.DryRuns.Has(live.GetUID(), version) {
 		return true
 	}
 	c.opts.Metrics.dryRuns.WithLabelValues(childKind.GVK.Kind).Inc()
@@ -76,7 +44,7 @@ func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child
 	if !sameJSON(comparable(result), comparable(whole)) {
 		return false
 	}
-	c.dryRuns.set(live.GetUID(), version)
+	c.memory.DryRuns.Set(live.GetUID(), version)
 	return true
 }
 

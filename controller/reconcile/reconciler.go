@@ -3,27 +3,21 @@ package reconcile
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
 	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile/expect"
+	"stencil.dev/stencil/controller/reconcile/memory"
 	"stencil.dev/stencil/controller/registry"
 )
 
-// Key identifies one custom resource in the work queue. The GVR is part of the
-// key because two CRDs may hold objects of the same namespace and name.
-type Key struct {
-	GVR schema.GroupVersionResource
-	types.NamespacedName
-}
-
-// String renders the key for logs.
-func (k Key) String() string {
-	return k.GVR.GroupResource().String() + "/" + k.NamespacedName.String()
-}
+// Key identifies one custom resource in the work queue: its GVR, since
+// two CRDs may hold objects of the same namespace and name, and its
+// namespace and name. Package memory, below this one, keys what is
+// remembered by it.
+type Key = memory.Key
 
 // Options configures a Reconciler. The controller fills it from its own
 // Options, with its defaults applied.
@@ -55,7 +49,7 @@ type Options struct {
 	// (ha.FencedLock, ring.State); nil always allows.
 	MayWrite func(ns string) error
 	// FightBurst and FightInterval size each resource's correction budget
-	// (guard.go): FightBurst corrections at once, then one per
+	// (memory.Guard): FightBurst corrections at once, then one per
 	// FightInterval (defaults 5 and 10s).
 	FightBurst    int
 	FightInterval time.Duration
@@ -92,22 +86,12 @@ type Reconciler struct {
 	opts   Options
 	reg    *registry.Registry
 	writer Writer
-	// resources holds what stencil remembers of each resource between
-	// its syncs; guard, statusMemo, refusals and renderFailures are views
-	// of it (resources.go).
-	resources *resourceStates
-	guard     *fightGuard
-	dryRuns   dryRunMemo
+	// memory holds the memos and rate limits kept between syncs.
+	memory *memory.Memory
 	// expect holds stencil's own writes that the caches have not shown
 	// yet: a sync never decides a write from a view older than them.
-	expect     *expect.Writes
-	statusMemo statusMemo
-	// renderFailures holds the renders that failed, not run again while
-	// their input is the same.
-	renderFailures renderFailures
-	refusals       refusalMemo
-	rollouts       rollouts
-	terminating    terminatingNamespaces
+	expect   *expect.Writes
+	rollouts rollouts
 	// observingKinds are the owner kinds whose children the caches keep
 	// whole, for templates that read them (livechildren.go).
 	observingKinds *observingKinds
@@ -116,14 +100,10 @@ type Reconciler struct {
 // New builds a Reconciler, with Options' defaults applied.
 func New(opts Options) *Reconciler {
 	opts.defaults()
-	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), resources: &resourceStates{}, observingKinds: &observingKinds{}}
+	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), memory: memory.New(opts.FightBurst, opts.FightInterval), observingKinds: &observingKinds{}}
 	if r.writer == nil {
 		r.writer = apiWriter{client: opts.Dynamic, recorder: opts.Recorder}
 	}
-	r.guard = newFightGuard(opts.FightBurst, opts.FightInterval, r.resources)
-	r.statusMemo = statusMemo{states: r.resources}
-	r.refusals = refusalMemo{states: r.resources}
-	r.renderFailures = renderFailures{states: r.resources}
 	return r
 }
 
@@ -145,7 +125,7 @@ func (r *Reconciler) Observe(obj any) { r.expect.Observe(obj) }
 func (r *Reconciler) Gone(obj any) {
 	r.expect.Gone(obj)
 	if u, ok := obj.(interface{ GetUID() types.UID }); ok {
-		r.dryRuns.forget(u.GetUID())
+		r.memory.DryRuns.Forget(u.GetUID())
 	}
 }
 
@@ -155,8 +135,8 @@ func (r *Reconciler) SweepExpectations() { r.expect.Sweep() }
 
 // RetryRefused lets the next sync of every resource send its refused
 // children and run its failed render again: a refusal can hinge on other
-// objects (refusalMemo). The periodic resync calls it.
+// objects (memory.Refusals). The periodic resync calls it.
 func (r *Reconciler) RetryRefused() {
-	r.refusals.reset()
-	r.renderFailures.reset()
+	r.memory.Refusals.Reset()
+	r.memory.RenderFailures.Reset()
 }

@@ -52,14 +52,14 @@ func TestRefusedChildIsSentOncePerRender(t *testing.T) {
 	sync("a new render", 2)
 	sync("the new render again", 2)
 
-	f.c.refusals.reset()
+	f.c.memory.Refusals.Reset()
 	sync("after the periodic resync", 3)
 
 	must(t, f.c.reg.Parent(webappGVR).Informers[""].GetIndexer().Delete(changed))
 	if err := f.sync(ctx, key); err != nil {
 		t.Fatalf("deleted resource: err = %v", err)
 	}
-	if n := len(f.c.resources.m); n != 0 {
+	if n := f.c.memory.Resources.Len(); n != 0 {
 		t.Errorf("after the resource was deleted, stencil remembers %d resources, want 0", n)
 	}
 }

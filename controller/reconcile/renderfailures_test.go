@@ -49,7 +49,7 @@ func TestFailedRenderIsRunOncePerSpec(t *testing.T) {
 	sync("a spec change", 2)
 	sync("the same spec again", 2)
 
-	f.c.renderFailures.reset()
+	f.c.memory.RenderFailures.Reset()
 	sync("after the periodic resync", 3)
 }
 
@@ -65,11 +65,11 @@ func TestAnEntryLeavingTheConfigIsForgotten(t *testing.T) {
 	gone := Key{GVR: schema.GroupVersionResource{Group: "cache.example.com", Version: "v1alpha1", Resource: "memcacheds"},
 		NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m"}}
 	kept := Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}}
-	ref := childRef{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, name: "x"}
+	ref := childRef{GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Name: "x"}
 	for _, k := range []Key{gone, kept} {
-		c.guard.deny(k, "fight")
-		c.statusMemo.set(k, "{}", "{}")
-		c.refusals.set(k, ref, "h", "1", errors.New("refused"))
+		c.memory.Guard.Deny(k, "fight")
+		c.memory.Status.Set(k, "{}", "{}")
+		c.memory.Refusals.Set(k, ref, "h", "1", errors.New("refused"))
 	}
 	c.rollouts.byGVR = map[schema.GroupVersionResource]*rollout.Tracker{gone.GVR: {}, kept.GVR: {}}
 	c.ForgetUnconfigured()
@@ -77,11 +77,12 @@ func TestAnEntryLeavingTheConfigIsForgotten(t *testing.T) {
 		k    Key
 		want bool
 	}{{gone, false}, {kept, true}} {
-		st := c.resources.m[tc.k]
-		remembered := st != nil && st.fight != nil && st.sent && len(st.refused) == 1
+		fight, _ := c.memory.Guard.Episode(tc.k)
+		sent := c.memory.Status.Matches(tc.k, "{}", "{}")
+		refused := c.memory.Refusals.Get(tc.k, ref, "h", "1") != nil
 		_, rolling := c.rollouts.byGVR[tc.k.GVR]
-		if remembered != tc.want || rolling != tc.want {
-			t.Errorf("%s: fight, status and refusal remembered %v (%+v), rollout %v; want %v", tc.k, remembered, st, rolling, tc.want)
+		if (fight != "") != tc.want || sent != tc.want || refused != tc.want || rolling != tc.want {
+			t.Errorf("%s: fight %q, status %v, refusal %v, rollout %v remembered; want %v", tc.k, fight, sent, refused, rolling, tc.want)
 		}
 	}
 }

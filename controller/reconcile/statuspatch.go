@@ -19,7 +19,7 @@ import (
 // between the cached status and status, only when they differ: an unchanged
 // status costs no request, and so wakes no watch and starts no loop. Where
 // the server stores less than was sent (a field the CRD's schema prunes),
-// the cached status never equals the desired one; statusMemo remembers what
+// the cached status never equals the desired one; memory.Status remembers what
 // the server made of the last patch, so the same request is not sent again.
 func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]any) error {
 	entry, parent := p.entry, p.parent
@@ -32,7 +32,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]a
 	}
 	key := p.key
 	wantJSON, curJSON := jsonOf(want), jsonOf(current)
-	if c.statusMemo.matches(key, wantJSON, curJSON) {
+	if c.memory.Status.Matches(key, wantJSON, curJSON) {
 		return nil
 	}
 	diff, err := jsonpatch.CreateMergePatch([]byte(curJSON), []byte(wantJSON))
@@ -62,7 +62,7 @@ func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]a
 		}
 		return err
 	}
-	c.statusMemo.set(key, wantJSON, jsonOf(status.Current(result)))
+	c.memory.Status.Set(key, wantJSON, jsonOf(status.Current(result)))
 	c.expect.Wrote(result)
 	c.opts.Metrics.statusPatches.WithLabelValues(entry.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", want["phase"])
@@ -72,24 +72,6 @@ func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]a
 func jsonOf(v any) string {
 	data, _ := json.Marshal(v)
 	return string(data)
-}
-
-// statusMemo remembers, per resource, the last status sent and the status
-// the server stored in answer (resources.go).
-type statusMemo struct {
-	states *resourceStates
-}
-
-func (m statusMemo) matches(key Key, want, current string) bool {
-	var ok bool
-	m.states.view(key, func(st *resourceState) {
-		ok = st != nil && st.sent && st.status == [2]string{want, current}
-	})
-	return ok
-}
-
-func (m statusMemo) set(key Key, want, stored string) {
-	m.states.update(key, func(st *resourceState) { st.status, st.sent = [2]string{want, stored}, true })
 }
 
 // sameJSON compares two JSON values by their encoding, so that int64 and

@@ -22,6 +22,7 @@ import (
 	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile/drift"
 	"stencil.dev/stencil/controller/reconcile/expect"
+	"stencil.dev/stencil/controller/reconcile/memory"
 	"stencil.dev/stencil/controller/reconcile/rollout"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
@@ -45,13 +46,7 @@ const (
 )
 
 // childRef names a child within one parent.
-type childRef struct {
-	gvk  schema.GroupVersionKind
-	name string
-}
-
-// String names the child as Kind/name, as events and conditions do.
-func (r childRef) String() string { return r.gvk.Kind + "/" + r.name }
+type childRef = memory.Child
 
 // pass is one sync of one resource: what every phase needs, gathered once
 // (kro's ReconcileContext).
@@ -86,8 +81,8 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 			c.forgetRollout(entry, key)
 		}
 		// Its fight episode, last status patch, refused children and
-		// failed render (resources.go), and what it read.
-		c.resources.forget(key)
+		// failed render (package memory), and what it read.
+		c.memory.Resources.Forget(key)
 		if c.opts.Reads != nil {
 			c.opts.Reads.Forget(reads.Reader(key))
 		}
@@ -126,7 +121,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 // applied or pruned.
 func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	entry, parent := p.entry, p.parent
-	if err := c.renderFailures.get(p.key, entry, parent); err != nil {
+	if err := c.memory.RenderFailures.Get(p.key, entry, parent); err != nil {
 		// The same render failed before: reported, not run again.
 		klog.FromContext(ctx).V(4).Info("Render failed before with this spec and these templates, not rendered again")
 		reason := status.ReasonRenderFailed
@@ -156,7 +151,7 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	}
 	r, err := entry.Set.RenderWith(obj, live)
 	if err == nil {
-		c.renderFailures.forget(p.key)
+		c.memory.RenderFailures.Forget(p.key)
 		p.render = r
 		return c.converge(ctx, p)
 	}
@@ -176,7 +171,7 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	}
 	err = requeue.Terminal(err)
 	if !readsLive {
-		c.renderFailures.set(p.key, entry, parent, err)
+		c.memory.RenderFailures.Set(p.key, entry, parent, err)
 	}
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
@@ -187,7 +182,7 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 // config, their entries' rollouts and what they read: nothing queues
 // those resources again, so nothing else would.
 func (c *Reconciler) ForgetUnconfigured() {
-	c.resources.retain(func(k Key) bool { return c.reg.Parent(k.GVR) != nil })
+	c.memory.Resources.Retain(func(k Key) bool { return c.reg.Parent(k.GVR) != nil })
 	c.rollouts.mu.Lock()
 	maps.DeleteFunc(c.rollouts.byGVR, func(g schema.GroupVersionResource, _ *rollout.Tracker) bool { return c.reg.Parent(g) == nil })
 	c.rollouts.mu.Unlock()
@@ -218,12 +213,7 @@ func (c *Reconciler) warnHooks(p *pass, hooks []string) {
 	if seen, _, _ := unstructured.NestedInt64(p.parent.Object, "status", "observedGeneration"); seen == gen {
 		return
 	}
-	warned := false
-	c.resources.update(p.key, func(st *resourceState) {
-		warned = st.hooksWarned == gen
-		st.hooksWarned = gen
-	})
-	if !warned {
+	if !c.memory.Resources.HooksWarned(p.key, gen) {
 		c.warning(p.parent, reasonHooksNotApplied, "Chart hooks and tests are not applied by stencil: "+strings.Join(hooks, "; "))
 	}
 }
@@ -269,7 +259,7 @@ func (c *Reconciler) finish(ctx context.Context, p *pass, o Outcome, want map[st
 
 // converge applies, prunes and reports on the rendered children.
 func (c *Reconciler) converge(ctx context.Context, p *pass) error {
-	if left, ok := c.terminating.left(p.parent.GetNamespace()); ok {
+	if left, ok := c.memory.Terminating.Left(p.parent.GetNamespace()); ok {
 		// Its namespace is being deleted and takes it along; look again
 		// once the memory of that expires, in case it is still there.
 		klog.FromContext(ctx).V(4).Info("Namespace is terminating, skipping", "namespace", p.parent.GetNamespace())
@@ -325,7 +315,7 @@ func (c *Reconciler) applyAll(ctx context.Context, p *pass) writes {
 	w := writes{live: make([]*unstructured.Unstructured, len(desired)), rendered: map[childRef]bool{}}
 	onChildren := c.revisionOnChildren(p.entry)
 	for i, want := range desired {
-		w.rendered[childRef{gvk: want.GroupVersionKind(), name: want.GetName()}] = true
+		w.rendered[childRef{GVK: want.GroupVersionKind(), Name: want.GetName()}] = true
 		if onChildren {
 			drift.StampRevision(want, p.entry.Set.Revision())
 		}
@@ -387,7 +377,7 @@ func (c *Reconciler) report(ctx context.Context, p *pass, w *writes) error {
 		// stencil creates its own without waiting for the resync.
 		w.soon(c.opts.ConflictRecheck)
 	}
-	if msg, ends := c.guard.episode(p.key); msg != "" {
+	if msg, ends := c.memory.Guard.Episode(p.key); msg != "" {
 		out.Fighting = fmt.Sprintf("%s; corrections are limited to one per %s", msg, c.opts.FightInterval)
 		// Look again when the episode would end, to clear the condition.
 		w.soon(time.Until(ends) + time.Second)
@@ -449,7 +439,7 @@ func (c *Reconciler) applyChild(ctx context.Context, p *pass, want *unstructured
 	if err != nil {
 		return childResult{err: err}
 	}
-	ch := childSync{pass: p, childKind: childKind, ref: childRef{gvk: gvk, name: want.GetName()}, want: want, hash: hash}
+	ch := childSync{pass: p, childKind: childKind, ref: childRef{GVK: gvk, Name: want.GetName()}, want: want, hash: hash}
 	if live == nil {
 		return c.createChild(ctx, ch)
 	}
@@ -488,14 +478,14 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
-		c.terminating.mark(want.GetNamespace())
+		c.memory.Terminating.Mark(want.GetNamespace())
 		return childResult{end: true}
 	case taken:
 		return childResult{conflict: ch.conflict()}
 	case err != nil:
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, nil, want, err)}
 	}
-	c.refusals.clear(ch.key, ch.ref)
+	c.memory.Refusals.Clear(ch.key, ch.ref)
 	c.opts.Metrics.childWrites.WithLabelValues(ch.entry.Label, want.GetKind(), verbCreate).Inc()
 	c.expectChild(created)
 	logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -519,11 +509,11 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	if err := c.refusedBefore(ctx, ch.key, ch.ref, ch.hash, live, want); err != nil {
 		return childResult{err: err}
 	}
-	if d.Kind != drift.TemplateChanged && !c.guard.allow(ch.key) {
+	if d.Kind != drift.TemplateChanged && !c.memory.Guard.Allow(ch.key) {
 		// Same template output, yet a field stencil sets was taken or
 		// removed again: something keeps reverting it.
 		msg := drift.FightMessage(want, d)
-		if c.guard.deny(ch.key, msg) && !status.IsThrottled(ch.parent) {
+		if c.memory.Guard.Deny(ch.key, msg) && !status.IsThrottled(ch.parent) {
 			// Once per episode; while it lasts, the Throttled
 			// condition reports each denied correction.
 			c.warning(ch.parent, status.ReasonFieldFight, fmt.Sprintf("%s; corrections limited to one per %s", msg, c.opts.FightInterval))
@@ -541,12 +531,12 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		// The namespace is going away and takes the resource with it:
 		// nothing to repair, and nothing worth retrying.
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
-		c.terminating.mark(want.GetNamespace())
+		c.memory.Terminating.Mark(want.GetNamespace())
 		return childResult{end: true}
 	case err != nil:
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, live, want, err)}
 	}
-	c.refusals.clear(ch.key, ch.ref)
+	c.memory.Refusals.Clear(ch.key, ch.ref)
 	c.opts.Metrics.childWrites.WithLabelValues(ch.entry.Label, want.GetKind(), verbUpdate).Inc()
 	if applied.GetResourceVersion() == live.GetResourceVersion() {
 		// The server found nothing to change: no event for a no-op.
@@ -560,9 +550,9 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 
 // refusedBefore returns the error the API server refused this render of the
 // child with, when it was sent against the same live object (nil: none
-// exists) before; it is then not sent again (refusalMemo).
+// exists) before; it is then not sent again (memory.Refusals).
 func (c *Reconciler) refusedBefore(ctx context.Context, key Key, ref childRef, hash string, live, want *unstructured.Unstructured) error {
-	err := c.refusals.get(key, ref, hash, liveVersion(live))
+	err := c.memory.Refusals.Get(key, ref, hash, memory.LiveVersion(live))
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Render refused before, not sent again", "kind", want.GetKind(), "child", klog.KObj(want))
 	}
@@ -572,11 +562,11 @@ func (c *Reconciler) refusedBefore(ctx context.Context, key Key, ref childRef, h
 // applyFailed wraps a failed create or apply of want against live (nil: none
 // existed) (applyError) and, when the API server refused the object itself,
 // remembers the refusal so that the same render is not sent again
-// (refusalMemo).
+// (memory.Refusals).
 func (c *Reconciler) applyFailed(key Key, ref childRef, hash string, live, want *unstructured.Unstructured, err error) error {
 	err = applyError(want, err)
 	if requeue.IsTerminal(err) {
-		c.refusals.set(key, ref, hash, liveVersion(live), err)
+		c.memory.Refusals.Set(key, ref, hash, memory.LiveVersion(live), err)
 	}
 	return err
 }
@@ -697,7 +687,7 @@ func (c *Reconciler) prune(ctx context.Context, p *pass, rendered map[childRef]b
 	children, errs := cachedChildren(kinds, p.parent)
 	for _, oc := range children {
 		childKind, child := oc.childKind, oc.obj
-		if rendered[childRef{gvk: childKind.GVK, name: child.GetName()}] {
+		if rendered[childRef{GVK: childKind.GVK, Name: child.GetName()}] {
 			continue
 		}
 		uid := child.GetUID()

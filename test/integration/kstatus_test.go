@@ -188,7 +188,7 @@ func TestKstatus(t *testing.T) {
 	// status: the status stencil computes equals the one it wrote,
 	// conditions included. The Service the API server refused (ApplyFailed,
 	// a taken node port) is not sent again by the same process: its render
-	// has not changed (refusalMemo); a restarted process sends it once.
+	// has not changed (memory.Refusals); a restarted process sends it once.
 	r.settle(t, 0, 6)
 	cnt.reset()
 	before := r.counterValue(t, "stencil_reconcile_total")

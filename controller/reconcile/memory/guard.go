@@ -1,4 +1,4 @@
-package reconcile
+package memory
 
 import (
 	"time"
@@ -6,7 +6,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 )
 
-// fightGuard limits drift corrections per custom resource. When another
+// Guard limits drift corrections per custom resource. When another
 // actor keeps reverting a field stencil sets, each revert would otherwise
 // cost one apply, forever; a token bucket turns that loop into a trickle and
 // the resource's status says so.
@@ -15,12 +15,12 @@ import (
 // correction has been denied for as long as the bucket takes to refill: the
 // Throttled condition stands, and one Warning event is recorded, per episode,
 // not per denial or per correction that got through.
-type fightGuard struct {
+type Guard struct {
 	burst    int
 	interval time.Duration
 	now      func() time.Time
-	// states holds each resource's fightState (resources.go).
-	states *resourceStates
+	// states holds each resource's fightState (memory.go).
+	states *States
 }
 
 type fightState struct {
@@ -29,29 +29,25 @@ type fightState struct {
 	message    string
 }
 
-func newFightGuard(burst int, interval time.Duration, states *resourceStates) *fightGuard {
-	return &fightGuard{burst: burst, interval: interval, now: time.Now, states: states}
-}
-
 // get returns st's fightState, created with a full bucket. Called under
 // the states' lock.
-func (g *fightGuard) get(st *resourceState) *fightState {
+func (g *Guard) get(st *resourceState) *fightState {
 	if st.fight == nil {
 		st.fight = &fightState{bucket: flowcontrol.NewTokenBucketRateLimiter(float32(1/g.interval.Seconds()), g.burst)}
 	}
 	return st.fight
 }
 
-// allow takes a token for one drift correction of the resource key.
-func (g *fightGuard) allow(key Key) bool {
+// Allow takes a token for one drift correction of the resource key.
+func (g *Guard) Allow(key Key) bool {
 	var ok bool
 	g.states.update(key, func(st *resourceState) { ok = g.get(st).bucket.TryAccept() })
 	return ok
 }
 
-// deny records a correction held back, with the message that explains it,
+// Deny records a correction held back, with the message that explains it,
 // and reports whether this denial starts an episode.
-func (g *fightGuard) deny(key Key, message string) bool {
+func (g *Guard) Deny(key Key, message string) bool {
 	var started bool
 	g.states.update(key, func(st *resourceState) {
 		s := g.get(st)
@@ -61,9 +57,9 @@ func (g *fightGuard) deny(key Key, message string) bool {
 	return started
 }
 
-// episode returns the message of the resource's ongoing fight episode and
+// Episode returns the message of the resource's ongoing fight episode and
 // when it ends if no correction is denied meanwhile; "" when there is none.
-func (g *fightGuard) episode(key Key) (msg string, ends time.Time) {
+func (g *Guard) Episode(key Key) (msg string, ends time.Time) {
 	g.states.view(key, func(st *resourceState) {
 		if st != nil && st.fight != nil && g.ongoing(st.fight) {
 			msg, ends = st.fight.message, st.fight.lastDenied.Add(g.refill())
@@ -72,11 +68,11 @@ func (g *fightGuard) episode(key Key) (msg string, ends time.Time) {
 	return msg, ends
 }
 
-func (g *fightGuard) ongoing(s *fightState) bool {
+func (g *Guard) ongoing(s *fightState) bool {
 	return !s.lastDenied.IsZero() && g.now().Sub(s.lastDenied) < g.refill()
 }
 
 // refill is how long an empty bucket takes to fill up again.
-func (g *fightGuard) refill() time.Duration {
+func (g *Guard) refill() time.Duration {
 	return time.Duration(g.burst) * g.interval
 }

@@ -1,16 +1,16 @@
-package reconcile
+package memory
 
 import (
 	"sync"
 	"time"
 )
 
-// terminatingTTL is how long a namespace the API server called terminating
+// TerminatingTTL is how long a namespace the API server called terminating
 // is left alone. Its deletion usually ends well within it (and takes the
 // resources with it); a resource still there afterwards is tried once more.
-const terminatingTTL = time.Minute
+const TerminatingTTL = time.Minute
 
-// terminatingNamespaces remembers the namespaces in which the API server
+// Terminating remembers the namespaces in which the API server
 // refused a write because they are being deleted (NamespaceTerminating).
 // Without it, each child the namespace controller deletes wakes its parent,
 // whose next sync tries to re-create the child into the same refusal: one
@@ -18,13 +18,13 @@ const terminatingTTL = time.Minute
 // would be a cluster-wide list permission for this alone); the refusal is
 // the signal, and it expires so that a namespace re-created under the same
 // name is served again.
-type terminatingNamespaces struct {
+type Terminating struct {
 	mu    sync.Mutex
 	since map[string]time.Time
 }
 
-// mark records that ns was found terminating now.
-func (t *terminatingNamespaces) mark(ns string) {
+// Mark records that ns was found terminating now.
+func (t *Terminating) Mark(ns string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.since == nil {
@@ -33,16 +33,16 @@ func (t *terminatingNamespaces) mark(ns string) {
 	t.since[ns] = time.Now()
 }
 
-// left reports whether ns was found terminating less than terminatingTTL
+// Left reports whether ns was found terminating less than TerminatingTTL
 // ago, and how long until that expires.
-func (t *terminatingNamespaces) left(ns string) (time.Duration, bool) {
+func (t *Terminating) Left(ns string) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	at, ok := t.since[ns]
 	if !ok {
 		return 0, false
 	}
-	left := terminatingTTL - time.Since(at)
+	left := TerminatingTTL - time.Since(at)
 	if left <= 0 {
 		delete(t.since, ns)
 		return 0, false

@@ -1,11 +1,11 @@
-package reconcile
+package memory
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// refusalMemo remembers the renders the API server refused for their content
-// (isRejected: invalid, too large), per custom resource and child, so that
+// Refusals remembers the renders the API server refused for their content
+// (invalid, too large), per custom resource and child, so that
 // the same object is sent once, not once per sync. A resource is synced again
 // by every event of its children (a sibling's status written by its own
 // controller, say), and each of those syncs would otherwise send the refused
@@ -19,9 +19,9 @@ import (
 // clear an immutable field, say), sends the render again at once. The
 // periodic resync clears the memo: a refusal can hinge on other objects (a
 // nodePort another Service holds), so it is asked again then, not never.
-type refusalMemo struct {
-	// states holds each resource's refused children (resources.go).
-	states *resourceStates
+type Refusals struct {
+	// states holds each resource's refused children (memory.go).
+	states *States
 }
 
 // refusal is one refused render of a child: its hash and the live object's
@@ -32,18 +32,18 @@ type refusal struct {
 	err           error
 }
 
-// liveVersion names the live object a render is sent against: "" when none
+// LiveVersion names the live object a render is sent against: "" when none
 // exists, else its UID and resourceVersion.
-func liveVersion(live *unstructured.Unstructured) string {
+func LiveVersion(live *unstructured.Unstructured) string {
 	if live == nil {
 		return ""
 	}
 	return string(live.GetUID()) + "/" + live.GetResourceVersion()
 }
 
-// get returns the error the render of child with hash was refused with
+// Get returns the error the render of child with hash was refused with
 // against the live version against, or nil when it was not.
-func (m refusalMemo) get(key Key, child childRef, hash, against string) (err error) {
+func (m Refusals) Get(key Key, child Child, hash, against string) (err error) {
 	m.states.view(key, func(st *resourceState) {
 		if st == nil {
 			return
@@ -55,23 +55,23 @@ func (m refusalMemo) get(key Key, child childRef, hash, against string) (err err
 	return err
 }
 
-// set records that the render of child with hash, sent against the live
+// Set records that the render of child with hash, sent against the live
 // version against, was refused with err.
-func (m refusalMemo) set(key Key, child childRef, hash, against string, err error) {
+func (m Refusals) Set(key Key, child Child, hash, against string, err error) {
 	m.states.update(key, func(st *resourceState) {
 		if st.refused == nil {
-			st.refused = map[childRef]refusal{}
+			st.refused = map[Child]refusal{}
 		}
 		st.refused[child] = refusal{hash: hash, against: against, err: err}
 	})
 }
 
-// clear drops the refusal of child, once a render of it was written.
-func (m refusalMemo) clear(key Key, child childRef) {
+// Clear drops the refusal of child, once a render of it was written.
+func (m Refusals) Clear(key Key, child Child) {
 	m.states.change(key, func(st *resourceState) { delete(st.refused, child) })
 }
 
-// reset drops every refusal: the periodic resync asks the API server again.
-func (m refusalMemo) reset() {
+// Reset drops every refusal: the periodic resync asks the API server again.
+func (m Refusals) Reset() {
 	m.states.each(func(st *resourceState) { st.refused = nil })
 }

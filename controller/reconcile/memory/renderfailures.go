@@ -1,4 +1,4 @@
-package reconcile
+package memory
 
 import (
 	"crypto/sha256"
@@ -10,7 +10,7 @@ import (
 	"stencil.dev/stencil/templates"
 )
 
-// renderFailures remembers, per resource, the render that failed: a render
+// RenderFailures remembers, per resource, the render that failed: a render
 // is a function of the resource's spec and metadata and of the templates,
 // so while neither changes it fails the same way again. A resource past
 // its render budget would otherwise spend the whole budget (about half a
@@ -19,9 +19,9 @@ import (
 // at the periodic resync, as the refusal memo does for children the API
 // server refuses. Status, which stencil writes, is not part of the key: the
 // failure's own status patch must not make it render again.
-type renderFailures struct {
-	// states holds each resource's failed render (resources.go).
-	states *resourceStates
+type RenderFailures struct {
+	// states holds each resource's failed render (memory.go).
+	states *States
 }
 
 // renderFailure is one failed render: what it was of, and its error.
@@ -37,8 +37,8 @@ func renderInput(parent *unstructured.Unstructured) [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
-// get returns the error the same render failed with, or nil.
-func (m renderFailures) get(key Key, entry *registry.Parent, parent *unstructured.Unstructured) (err error) {
+// Get returns the error the same render failed with, or nil.
+func (m RenderFailures) Get(key Key, entry *registry.Parent, parent *unstructured.Unstructured) (err error) {
 	m.states.view(key, func(st *resourceState) {
 		if st != nil && st.render != nil && st.render.set == entry.Set && st.render.input == renderInput(parent) {
 			err = st.render.err
@@ -47,19 +47,19 @@ func (m renderFailures) get(key Key, entry *registry.Parent, parent *unstructure
 	return err
 }
 
-// set remembers a failed render.
-func (m renderFailures) set(key Key, entry *registry.Parent, parent *unstructured.Unstructured, err error) {
+// Set remembers a failed render.
+func (m RenderFailures) Set(key Key, entry *registry.Parent, parent *unstructured.Unstructured, err error) {
 	m.states.update(key, func(st *resourceState) {
 		st.render = &renderFailure{input: renderInput(parent), set: entry.Set, err: err}
 	})
 }
 
-// forget drops key's failure: it rendered.
-func (m renderFailures) forget(key Key) {
+// Forget drops key's failure: it rendered.
+func (m RenderFailures) Forget(key Key) {
 	m.states.change(key, func(st *resourceState) { st.render = nil })
 }
 
-// reset drops every failure: the periodic resync renders them all again.
-func (m renderFailures) reset() {
+// Reset drops every failure: the periodic resync renders them all again.
+func (m RenderFailures) Reset() {
 	m.states.each(func(st *resourceState) { st.render = nil })
 }
