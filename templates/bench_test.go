@@ -9,6 +9,7 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/funcs"
 	"stencil.dev/stencil/templates/view"
 )
 
@@ -22,7 +23,7 @@ type textRenderer struct {
 
 func newTextRenderer(tb testing.TB, cfg *config.Config, set *Set) *textRenderer {
 	tb.Helper()
-	root := template.New("").Option("missingkey=error").Funcs(engine.Funcs())
+	root := template.New("").Option("missingkey=error").Funcs(funcs.Hermetic())
 	res := set.Resource()
 	for _, name := range append(append([]string{}, res.Helpers...), res.TemplatePaths()...) {
 		data, err := os.ReadFile(cfg.TemplatePath(name))

@@ -25,13 +25,14 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"text/template"
 	"text/template/parse"
+
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -42,6 +43,7 @@ import (
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/chart"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // DefaultKinds are the child kinds a template may render when neither the
@@ -214,7 +216,7 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 	// fieldOf names the config field of each file, for errors found after
 	// parsing.
 	fieldOf := map[string]string{}
-	root := template.New(entry).Option("missingkey=error").Funcs(engine.Funcs()).Funcs(engine.ParseFuncs()).Funcs(liveStubs)
+	root := template.New(entry).Option("missingkey=error").Funcs(funcs.Hermetic()).Funcs(engine.ParseFuncs()).Funcs(liveStubs)
 	rev := sha256.New()
 	parseField := func(field, name string) {
 		fieldOf[name] = field

@@ -14,6 +14,7 @@ import (
 
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // Internal functions the rewritten templates call (bound per render in
@@ -30,7 +31,7 @@ const (
 	// every render, so that the failure names the template and line.
 	refusedFunc = "__chart_refused"
 	// costFunc comes before each of Helm's own functions that serialise
-	// or parse (engine.HelmOwn and engine.Serialiser or engine.Parser):
+	// or parse (funcs.HelmOwn and funcs.Serialiser or funcs.Parser):
 	// {{ toYaml (__chart_cost "toYaml" X) }} charges what Helm's function
 	// will do with X, and refuses what would be too large, before it runs;
 	// it returns X as the function must see it (safe.go, before).
@@ -123,7 +124,7 @@ func rewriteTree(tree *parse.Tree) {
 			if n.List == nil {
 				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
 			}
-			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepAction(n.Pos, n.Line, engine.TurnCost(n.List), literal(n.List))))
+			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepAction(n.Pos, n.Line, budget.TurnCost(n.List), literal(n.List))))
 		},
 	}.Walk(tree.Root)
 	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepAction(tree.Root.Pos, 1, 1, literal(tree.Root))))
@@ -134,7 +135,7 @@ func rewriteTree(tree *parse.Tree) {
 // the output bound is kept by counting what is printed, literal text
 // here and values in valueFunc.
 func stepAction(pos parse.Pos, line int, steps, bytes int64) *parse.ActionNode {
-	a := engine.StepAction(pos, line, steps)
+	a := budget.StepAction(pos, line, steps)
 	if bytes > 0 {
 		cmd := a.Pipe.Cmds[0]
 		cmd.Args[0] = parse.NewIdentifier(budget.StepTextFunc).SetPos(pos)
@@ -201,7 +202,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 	// what that pipe's last command returns: structure, not text given to
 	// a function.
 	for c := last; ; {
-		if engine.Is(engine.Ident(c), engine.Serialiser|engine.RendersText) {
+		if funcs.Is(engine.Ident(c), funcs.Serialiser|funcs.RendersText) {
 			cores[c] = true
 		}
 		if len(c.Args) != 1 {
@@ -252,13 +253,13 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 			}
 		}
 		name := engine.Ident(c)
-		if engine.Is(name, random) {
+		if funcs.Is(name, random) {
 			loc := engine.Location(tree, c)
 			c.Args = slices.Insert(c.Args[1:], 0, parse.Node(parse.NewIdentifier(refusedFunc).SetPos(c.Pos)),
 				parse.Node(str(loc+" "+name, c.Pos)))
 			continue
 		}
-		if engine.Is(name, engine.HelmOwn) && engine.Is(name, engine.Serialiser|engine.Parser) {
+		if funcs.Is(name, funcs.HelmOwn) && funcs.Is(name, funcs.Serialiser|funcs.Parser) {
 			i += meter(pipe, i, name)
 			c = pipe.Cmds[i]
 		}
@@ -270,7 +271,7 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 				Args: []parse.Node{parse.NewIdentifier(tplEndFunc).SetPos(c.Pos)}})
 			i++
 		}
-		if !engine.Is(name, engine.RendersText) || cores[c] {
+		if !funcs.Is(name, funcs.RendersText) || cores[c] {
 			continue
 		}
 		if i == len(pipe.Cmds)-1 && !arg {

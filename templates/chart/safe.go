@@ -14,6 +14,7 @@ import (
 
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // Tenant safety in chart mode. A chart prints values as text, and Helm
@@ -142,7 +143,7 @@ func (p *printer) before(name string, v any) (any, error) {
 	if err := p.st.Meter().Before(name, v); err != nil {
 		return nil, err
 	}
-	if engine.Is(name, engine.Parser) {
+	if funcs.Is(name, funcs.Parser) {
 		if s, ok := v.(string); ok {
 			s = p.taint.Arg(s)
 			p.parsed = p.taint.Of(s)
@@ -162,12 +163,12 @@ func (p *printer) before(name string, v any) (any, error) {
 // after is afterFunc: what Helm's function name returned.
 func (p *printer) after(name string, r any) any {
 	switch {
-	case engine.Is(name, engine.Parser):
+	case funcs.Is(name, funcs.Parser):
 		if p.parsed {
 			p.parsed = false
 			return p.taint.Value(r)
 		}
-	case engine.Is(name, engine.WritesYAML):
+	case funcs.Is(name, funcs.WritesYAML):
 		if s, ok := r.(string); ok {
 			return p.st.QuotePlaceholders(s)
 		}
@@ -181,16 +182,16 @@ func (p *printer) after(name string, r any) any {
 // if what they returned reaches an object stencil applies, and not if it
 // reaches only a hook or a test, or nothing (argo-cd calls now for a
 // default it then does not use). The date functions that would read the
-// clock themselves (engine.ClockUnlessDated) fail where they are called.
+// clock themselves (funcs.ClockUnlessDated) fail where they are called.
 // lookup, one of Helm's own, answers from the entry's declared reads
 // only (printer.lookup): stencil never gives the engine a client.
-const random = engine.Random | engine.Clock
+const random = funcs.Random | funcs.Clock
 
 // The policy's names that funcs binds on every render, listed once.
 var (
-	randomNames    = engine.Named(random)
-	helmOwnNames   = engine.Named(engine.HelmOwn)
-	clockDateNames = engine.Named(engine.ClockUnlessDated)
+	randomNames    = funcs.Named(random)
+	helmOwnNames   = funcs.Named(funcs.HelmOwn)
+	clockDateNames = funcs.Named(funcs.ClockUnlessDated)
 )
 
 // RefusedError is a render that called a function whose result differs

@@ -72,7 +72,7 @@ func (w Walker) Walk(n parse.Node) {
 
 // Rewrite makes every printing action of tree print through valueFunc
 // (or a structural function), and refuses the functions in refusedFuncs.
-func Rewrite(tree *parse.Tree, budget bool) error {
+func Rewrite(tree *parse.Tree, budgeted bool) error {
 	var errs []error
 	w := Walker{
 		Action: func(n *parse.ActionNode) {
@@ -83,14 +83,14 @@ func Rewrite(tree *parse.Tree, budget bool) error {
 		},
 		Branch: func(p *parse.PipeNode) { errs = append(errs, refuse(tree, p)...) },
 	}
-	if budget {
+	if budgeted {
 		// Each iteration costs a step, whatever its body (budget.go); a
 		// template call runs as an include, which counts its depth.
 		w.Range = func(n *parse.RangeNode) {
 			if n.List == nil {
 				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
 			}
-			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepNode(n.Pos, n.Line, turnCost(n.List))))
+			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(budget.StepAction(n.Pos, n.Line, budget.TurnCost(n.List))))
 		}
 		w.Listed = func(l *parse.ListNode, i int) {
 			if t, ok := l.Nodes[i].(*parse.TemplateNode); ok {
@@ -100,80 +100,11 @@ func Rewrite(tree *parse.Tree, budget bool) error {
 	}
 	w.Walk(tree.Root)
 	// Each run of a template, the called ones too, costs a step.
-	if tree.Root != nil && budget {
-		tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepNode(tree.Root.Pos, 1, 1)))
+	if tree.Root != nil && budgeted {
+		tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(budget.StepAction(tree.Root.Pos, 1, 1)))
 	}
 	return errors.Join(errs...)
 }
-
-// stepNode is {{ __stencil_step N }}: it prints nothing and counts N
-// steps.
-func stepNode(pos parse.Pos, line int, n int64) *parse.ActionNode {
-	num := &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: n, Text: strconv.FormatInt(n, 10)}
-	return &parse.ActionNode{NodeType: parse.NodeAction, Pos: pos, Line: line, Pipe: &parse.PipeNode{
-		NodeType: parse.NodePipe, Pos: pos, Line: line,
-		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{parse.NewIdentifier(budget.StepFunc).SetPos(pos), num}}},
-	}}
-}
-
-// builtins are text/template's functions that budgetedFuncs does not wrap:
-// and and or short-circuit only as builtins, the others are cheap.
-var builtins = map[string]bool{"and": true, "or": true, "not": true, "eq": true, "ne": true, "lt": true,
-	"le": true, "gt": true, "ge": true, "len": true, "index": true, "slice": true, "call": true}
-
-// cost is what one run of list costs in steps, known from its text: one
-// per action and condition, and one per call of a builtin. A range inside
-// it counts its own iterations; the wrapped functions it calls count
-// themselves and what they return.
-func cost(list *parse.ListNode) int64 {
-	if list == nil {
-		return 1
-	}
-	var n int64 = 1
-	var pipe func(p *parse.PipeNode)
-	pipe = func(p *parse.PipeNode) {
-		if p == nil {
-			return
-		}
-		for _, c := range p.Cmds {
-			if builtins[Ident(c)] {
-				// The wrapped functions count their own calls.
-				n++
-			}
-			for _, a := range c.Args {
-				if sub, ok := a.(*parse.PipeNode); ok {
-					pipe(sub)
-				}
-			}
-		}
-	}
-	for _, node := range list.Nodes {
-		switch node := node.(type) {
-		case *parse.ActionNode:
-			n++
-			pipe(node.Pipe)
-		case *parse.IfNode:
-			n++
-			pipe(node.Pipe)
-			n += cost(node.List) + cost(node.ElseList)
-		case *parse.WithNode:
-			n++
-			pipe(node.Pipe)
-			n += cost(node.List) + cost(node.ElseList)
-		case *parse.RangeNode:
-			n++
-			pipe(node.Pipe)
-		case *parse.TemplateNode:
-			n++
-		}
-	}
-	return n
-}
-
-// turnCost is what one turn of a range over list costs: its body, plus
-// the step's own call, which costs what an action does (an empty turn is
-// about 1 µs, two steps, as a busy turn is about 0.5 µs a step).
-func turnCost(list *parse.ListNode) int64 { return cost(list) + 1 }
 
 // templateAsInclude turns {{ template "name" pipe }} into the structural
 // include of the same template and data, whose nesting the budget bounds

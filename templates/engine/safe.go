@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
-	"text/template/parse"
 
 	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // Structure-safe rendering. Templates are text/template, but a value an
@@ -86,15 +86,15 @@ const (
 // the same).
 var structuralFuncs = func() map[string]string {
 	m := map[string]string{"include": includeStruct}
-	funcs := Funcs()
-	for _, name := range Named(Serialiser) {
-		if _, ok := funcs[name]; !ok {
+	hermetic := funcs.Hermetic()
+	for _, name := range funcs.Named(funcs.Serialiser) {
+		if _, ok := hermetic[name]; !ok {
 			continue
 		}
 		switch {
-		case Is(name, WritesYAML):
+		case funcs.Is(name, funcs.WritesYAML):
 			m[name] = toYAMLStruct
-		case Is(name, WritesJSON):
+		case funcs.Is(name, funcs.WritesJSON):
 			m[name] = toJSONStruct
 		}
 	}
@@ -218,10 +218,10 @@ func Printed(v any) string {
 // functions that record into st, and extra functions of the caller's,
 // counted against the budget like every other.
 func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap) {
-	funcs := Funcs()
-	maps.Copy(funcs, extra)
+	fm := funcs.Hermetic()
+	maps.Copy(fm, extra)
 	if budgeted {
-		t.Funcs(budget.Wrap(funcs, &st.meter, measuredFuncs))
+		t.Funcs(budget.Wrap(fm, &st.meter, measuredFuncs))
 	} else {
 		t.Funcs(extra)
 		limits := st.meter.Limits()
@@ -270,7 +270,7 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 			if err := st.meter.Measured("toYaml", v); err != nil {
 				return "", err
 			}
-			out, err := toYAML(quoteStrings(v, st))
+			out, err := funcs.ToYAML(quoteStrings(v, st))
 			if err != nil {
 				return "", err
 			}
@@ -282,7 +282,7 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 			if err := st.meter.Measured("toJson", v); err != nil {
 				return "", err
 			}
-			return toJSON(quoteStrings(v, st))
+			return funcs.ToJSON(quoteStrings(v, st))
 		},
 	})
 }
@@ -412,20 +412,12 @@ func (st *State) Resolve(s string) string { return resolve(s, st) }
 // the wrapped functions (chart mode's printed bytes, Helm's own functions).
 func (st *State) Meter() *budget.Meter { return &st.meter }
 
-// Budgeted returns funcs wrapped to count against st's render budget, as
+// Budgeted returns fm wrapped to count against st's render budget, as
 // Bind wraps stencil's own (budget.Wrap, with the functions that copy
 // their arguments measured), plus the step function the rewrite calls.
-func Budgeted(funcs template.FuncMap, st *State) template.FuncMap {
-	return budget.Wrap(funcs, &st.meter, measuredFuncs)
+func Budgeted(fm template.FuncMap, st *State) template.FuncMap {
+	return budget.Wrap(fm, &st.meter, measuredFuncs)
 }
-
-// StepAction is {{ __stencil_step N }}: it prints nothing and counts N
-// steps against the budget.
-func StepAction(pos parse.Pos, line int, n int64) *parse.ActionNode { return stepNode(pos, line, n) }
-
-// TurnCost is what one turn of a range over list costs in steps, known
-// from its text.
-func TurnCost(list *parse.ListNode) int64 { return turnCost(list) }
 
 // ResolveIndented is Resolve for chart mode, where indent, nindent and
 // quote lay out the placeholder rather than the value: a placeholder that

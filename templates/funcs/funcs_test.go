@@ -1,4 +1,4 @@
-package engine
+package funcs
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 // run executes text with data through the function map.
 func run(t *testing.T, text string, data any) (string, error) {
 	t.Helper()
-	tmpl, err := template.New("t").Option("missingkey=error").Funcs(Funcs()).Parse(text)
+	tmpl, err := template.New("t").Option("missingkey=error").Funcs(Hermetic()).Parse(text)
 	if err != nil {
 		t.Fatalf("parse %q: %v", text, err)
 	}
@@ -117,7 +117,7 @@ func TestDNSLabel(t *testing.T) {
 // The function map must stay hermetic: no name that hints at env, files,
 // time, randomness or network may creep in.
 func TestFuncsHermetic(t *testing.T) {
-	for name := range Funcs() {
+	for name := range Hermetic() {
 		for _, bad := range []string{"env", "file", "now", "date", "rand", "uuid", "http", "lookup", "exec", "glob"} {
 			if strings.Contains(strings.ToLower(name), bad) {
 				t.Errorf("function %q looks non-hermetic", name)
