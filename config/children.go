@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"stencil.dev/stencil/config/decode"
 )
 
 // ChildKind is one entry of a config entry's children list: a kind its
@@ -23,9 +24,9 @@ type ChildKind struct {
 	Resource string `json:"resource,omitempty"`
 }
 
-// describe words a child kind for type errors: its required fields.
-func (ChildKind) describe() (one, many string) {
-	names := "{" + strings.Join(fieldNames(reflect.TypeFor[ChildKind](), true), ", ") + "}"
+// Describe words a child kind for type errors: its required fields.
+func (ChildKind) Describe() (one, many string) {
+	names := "{" + strings.Join(decode.FieldNames(reflect.TypeFor[ChildKind](), true), ", ") + "}"
 	return "a mapping " + names, names
 }
 

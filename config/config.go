@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+	"stencil.dev/stencil/config/decode"
 )
 
 // Config is the parsed and validated stencil config file.
@@ -122,18 +123,18 @@ type Resource struct {
 // the text helm-operator's strvals types.
 type Values map[string]string
 
-// decodeJSON reads a mapping of scalars, each as its printed text.
-func (v *Values) decodeJSON(_ *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+// DecodeJSON reads a mapping of scalars, each as its printed text.
+func (v *Values) DecodeJSON(_ *decode.Decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
 	var m map[string]json.RawMessage
-	if jsonKind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
-		return field.ErrorList{field.TypeInvalid(p, nil, "must be a mapping of --set paths to values, not "+jsonKind(raw))}
+	if decode.Kind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
+		return field.ErrorList{field.TypeInvalid(p, nil, "must be a mapping of --set paths to values, not "+decode.Kind(raw))}
 	}
 	*v = make(Values, len(m))
 	var errs field.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		text, ok := scalarText(m[k])
+		text, ok := decode.ScalarText(m[k])
 		if !ok {
-			errs = append(errs, field.TypeInvalid(p.Child(k), nil, "must be a scalar (a --set value), not "+jsonKind(m[k])))
+			errs = append(errs, field.TypeInvalid(p.Child(k), nil, "must be a scalar (a --set value), not "+decode.Kind(m[k])))
 			continue
 		}
 		(*v)[k] = text
@@ -228,20 +229,20 @@ func decodeConfig(path string, data []byte) (*Config, field.ErrorList, pathSet, 
 	if err != nil {
 		return nil, nil, nil, &FieldError{File: path, Err: fmt.Errorf("not valid YAML: %w", err)}
 	}
-	if jsonKind(js) == "null" {
+	if decode.Kind(js) == "null" {
 		return nil, nil, nil, &FieldError{File: path, Field: "resources", Err: errors.New("at least one resource is required (the file is empty)")}
 	}
 	cfg := &Config{Path: path, Dir: filepath.Dir(path)}
-	d := &decoder{set: pathSet{}}
-	errs := d.decode(js, reflect.ValueOf(cfg).Elem(), nil, "")
-	return cfg, errs, d.set, nil
+	d := &decode.Decoder{Set: pathSet{}}
+	errs := d.Decode(js, reflect.ValueOf(cfg).Elem(), nil, "")
+	return cfg, errs, d.Set, nil
 }
 
-// describe words the top level for type errors.
-func (Config) describe() (one, many string) { return "a mapping with a resources list", "" }
+// Describe words the top level for type errors.
+func (Config) Describe() (one, many string) { return "a mapping with a resources list", "" }
 
-// describe words an entry for type errors.
-func (Resource) describe() (one, many string) { return "a mapping", "" }
+// Describe words an entry for type errors.
+func (Resource) Describe() (one, many string) { return "a mapping", "" }
 
 // missingFileError says a configured file is not there; it unwraps to the
 // os error so errors.Is(err, fs.ErrNotExist) holds.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"stencil.dev/stencil/config/decode"
 )
 
 // Reading what the resource does not own (DESIGN.md, "reads"): an entry
@@ -57,9 +58,9 @@ type ReadSelector struct {
 	MatchLabels map[string]string `json:"matchLabels"`
 }
 
-// describe words a read for type errors: its required fields.
-func (Read) describe() (one, many string) {
-	names := "{" + strings.Join(fieldNames(reflect.TypeFor[Read](), true), ", ") + "}"
+// Describe words a read for type errors: its required fields.
+func (Read) Describe() (one, many string) {
+	names := "{" + strings.Join(decode.FieldNames(reflect.TypeFor[Read](), true), ", ") + "}"
 	return "a mapping " + names, names
 }
 

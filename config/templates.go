@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"stencil.dev/stencil/config/decode"
+	"stencil.dev/stencil/config/fieldpath"
 )
 
 // Children that depend on each other (DESIGN.md): an item of an entry's
@@ -32,19 +33,19 @@ type Template struct {
 	ReadyWhen []ReadyCheck `json:"readyWhen,omitempty"`
 }
 
-// decodeJSON reads a path alone, as every config before dependsOn wrote
+// DecodeJSON reads a path alone, as every config before dependsOn wrote
 // it, or the mapping.
-func (t *Template) decodeJSON(d *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
-	if jsonKind(raw) == "a string" {
+func (t *Template) DecodeJSON(d *decode.Decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+	if decode.Kind(raw) == "a string" {
 		*t = Template{}
-		return d.decode(raw, reflect.ValueOf(&t.Path).Elem(), p, "")
+		return d.Decode(raw, reflect.ValueOf(&t.Path).Elem(), p, "")
 	}
-	return d.decodeStruct(raw, reflect.ValueOf(t).Elem(), p)
+	return d.Struct(raw, reflect.ValueOf(t).Elem(), p)
 }
 
-// describe words a template item for type errors.
-func (Template) describe() (one, many string) {
-	names := "{" + strings.Join(fieldNames(reflect.TypeFor[Template](), false), ", ") + "}"
+// Describe words a template item for type errors.
+func (Template) Describe() (one, many string) {
+	names := "{" + strings.Join(decode.FieldNames(reflect.TypeFor[Template](), false), ", ") + "}"
 	return "a path or a " + names + " mapping", "paths or " + names + " mappings"
 }
 
@@ -84,8 +85,8 @@ type ReadyCheck struct {
 	Condition *ConditionCheck `json:"condition,omitempty"`
 }
 
-// describe words a check for type errors.
-func (ReadyCheck) describe() (one, many string) {
+// Describe words a check for type errors.
+func (ReadyCheck) Describe() (one, many string) {
 	return "a mapping such as {kind: Service, fieldPath: spec.clusterIP, nonEmpty: true}", "checks"
 }
 
@@ -93,18 +94,18 @@ func (ReadyCheck) describe() (one, many string) {
 // it prints as: equals: 3 is "3".
 type Scalar string
 
-// decodeJSON reads a string, number or boolean.
-func (s *Scalar) decodeJSON(d *decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
-	text, ok := scalarText(raw)
+// DecodeJSON reads a string, number or boolean.
+func (s *Scalar) DecodeJSON(d *decode.Decoder, raw json.RawMessage, p *field.Path) field.ErrorList {
+	text, ok := decode.ScalarText(raw)
 	if !ok {
-		return d.typeError(raw, reflect.TypeFor[Scalar](), p, "")
+		return d.TypeError(raw, reflect.TypeFor[Scalar](), p, "")
 	}
 	*s = Scalar(text)
 	return nil
 }
 
-// describe words a scalar for type errors.
-func (Scalar) describe() (one, many string) {
+// Describe words a scalar for type errors.
+func (Scalar) Describe() (one, many string) {
 	return "a string, number or boolean", "strings, numbers or booleans"
 }
 
@@ -116,8 +117,8 @@ type ConditionCheck struct {
 	Status string `json:"status"`
 }
 
-// describe words a condition for type errors.
-func (ConditionCheck) describe() (one, many string) {
+// Describe words a condition for type errors.
+func (ConditionCheck) Describe() (one, many string) {
 	return `{type: TYPE, status: "True" | "False" | "Unknown"}`, "conditions"
 }
 
@@ -125,7 +126,7 @@ func (ConditionCheck) describe() (one, many string) {
 // the check.
 func (c ReadyCheck) Holds(obj map[string]any) bool {
 	if c.Condition != nil {
-		v, _ := FieldPathValue(obj, "status.conditions")
+		v, _ := fieldpath.Value(obj, "status.conditions")
 		conds, _ := v.([]any)
 		for _, x := range conds {
 			m, _ := x.(map[string]any)
@@ -135,7 +136,7 @@ func (c ReadyCheck) Holds(obj map[string]any) bool {
 		}
 		return false
 	}
-	v, ok := FieldPathValue(obj, c.FieldPath)
+	v, ok := fieldpath.Value(obj, c.FieldPath)
 	if !ok {
 		return false
 	}
@@ -155,71 +156,6 @@ func (c ReadyCheck) String() string {
 		return fmt.Sprintf("%s %s = %q", c.Kind, c.FieldPath, *c.Equals)
 	}
 	return fmt.Sprintf("%s %s non-empty", c.Kind, c.FieldPath)
-}
-
-// FieldPathValue reads a dotted field path with optional list indexes
-// (status.loadBalancer.ingress[0].ip) from obj.
-func FieldPathValue(obj map[string]any, path string) (any, bool) {
-	steps, err := parseFieldPath(path)
-	if err != nil {
-		return nil, false
-	}
-	var cur any = obj
-	for _, s := range steps {
-		switch {
-		case s.index >= 0:
-			l, ok := cur.([]any)
-			if !ok || s.index >= len(l) {
-				return nil, false
-			}
-			cur = l[s.index]
-		default:
-			m, ok := cur.(map[string]any)
-			if !ok {
-				return nil, false
-			}
-			if cur, ok = m[s.field]; !ok {
-				return nil, false
-			}
-		}
-	}
-	return cur, true
-}
-
-// pathStep is one field or list index of a field path.
-type pathStep struct {
-	field string
-	index int // -1 for a field
-}
-
-func parseFieldPath(path string) ([]pathStep, error) {
-	if path == "" {
-		return nil, fmt.Errorf("is empty")
-	}
-	var out []pathStep
-	for _, part := range strings.Split(path, ".") {
-		name, rest, _ := strings.Cut(part, "[")
-		if name == "" {
-			return nil, fmt.Errorf("%q: a field name is empty", path)
-		}
-		out = append(out, pathStep{field: name, index: -1})
-		for rest != "" {
-			num, after, ok := strings.Cut(rest, "]")
-			n, err := strconv.Atoi(num)
-			if !ok || err != nil || n < 0 {
-				return nil, fmt.Errorf("%q: a list index must be a whole number, as in ingress[0]", path)
-			}
-			out = append(out, pathStep{index: n})
-			if after == "" {
-				break
-			}
-			if !strings.HasPrefix(after, "[") {
-				return nil, fmt.Errorf("%q: unexpected %q after an index", path, after)
-			}
-			rest = after[1:]
-		}
-	}
-	return out, nil
 }
 
 func printedValue(v any) string {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"stencil.dev/stencil/config/decode"
+	"stencil.dev/stencil/config/fieldpath"
 )
 
 // pathSet holds the paths of the fields that failed to decode, so that
@@ -297,9 +299,9 @@ func validateRenderBudget(b *RenderBudget, p *field.Path, skip, set pathSet) fie
 	}
 	var errs field.ErrorList
 	v, limit := reflect.ValueOf(*b), reflect.ValueOf(renderBudgetMax)
-	for _, f := range fieldsOf(v.Type()) {
-		fp := p.Child(f.name)
-		n, most := v.Field(f.index).Int(), limit.Field(f.index).Int()
+	for _, f := range decode.Fields(v.Type()) {
+		fp := p.Child(f.Name)
+		n, most := v.Field(f.Index).Int(), limit.Field(f.Index).Int()
 		if set[fp.String()] && !skip.at(fp) && (n < 1 || n > most) {
 			errs = append(errs, field.Invalid(fp, n, fmt.Sprintf("%d: must be a whole number from 1 to %d", n, most)))
 		}
@@ -344,7 +346,7 @@ func validateReadyCheck(c ReadyCheck, p *field.Path, skip pathSet) field.ErrorLi
 		errs = append(errs, field.Invalid(p, n, "needs exactly one of nonEmpty: true, equals or condition"))
 	case skip.at(fp):
 	case c.Condition == nil && !skip.at(p.Child("condition")):
-		if _, err := parseFieldPath(c.FieldPath); err != nil {
+		if _, err := fieldpath.Parse(c.FieldPath); err != nil {
 			errs = append(errs, field.Invalid(fp, c.FieldPath, err.Error()))
 		}
 	case c.Condition != nil && c.FieldPath != "":

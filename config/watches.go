@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+	"stencil.dev/stencil/config/decode"
 )
 
 // Watch is one entry of helm-operator's watches.yaml, as helm-operator
@@ -111,7 +112,7 @@ func readWatches(path string) ([]Watch, error) {
 	}
 	var watches []Watch
 	if err := yaml.Unmarshal(data, &watches); err != nil {
-		required := strings.Join(fieldNames(reflect.TypeFor[Watch](), true), ", ")
+		required := strings.Join(decode.FieldNames(reflect.TypeFor[Watch](), true), ", ")
 		return nil, &FieldError{File: path, Err: fmt.Errorf("not a watches file (a list of {%s}): %w", required, err)}
 	}
 	if len(watches) == 0 {

@@ -1,4 +1,14 @@
-package config
+// Package decode decodes the JSON form of a YAML document into typed
+// structs, driven by their json tags alone, so that every unknown field and
+// every type error is reported at its full path (a field.ErrorList), not
+// only the first one encoding/json meets. Package config decodes its file
+// with it.
+//
+// The choice a newcomer may question: it does not use encoding/json's
+// DisallowUnknownFields. That stops at the first error and names no path
+// in a list; a config with three mistakes should get three messages, each
+// naming its entry and field.
+package decode
 
 import (
 	"bytes"
@@ -14,102 +24,100 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// decoder decodes the JSON form of a config into the typed structs, driven
-// by their json tags alone, so that every unknown field and every type
-// error is reported at its full path, not only the first one
-// encoding/json meets. Keys match exactly: Templates is not templates.
-type decoder struct {
-	// set holds the paths of the fields the document sets (not null):
+// Decoder decodes JSON into typed structs by their json tags. Keys match
+// exactly: Templates is not templates.
+type Decoder struct {
+	// Set holds the paths of the fields the document sets (not null):
 	// what tells "steps: 0" from no steps.
-	set pathSet
+	Set map[string]bool
 }
 
-// selfDecoder is a type that decodes itself (a template is a path or a
-// mapping; a scalar is printed text).
-type selfDecoder interface {
-	decodeJSON(d *decoder, raw json.RawMessage, p *field.Path) field.ErrorList
+// Self is a type that decodes itself (a template is a path or a mapping;
+// a scalar is printed text).
+type Self interface {
+	DecodeJSON(d *Decoder, raw json.RawMessage, p *field.Path) field.ErrorList
 }
 
-// describer is a type that words its own description in type errors: one
+// Describer is a type that words its own description in type errors: one
 // value, and the plural for a list of them ("" words a list as "a list").
-type describer interface {
-	describe() (one, many string)
+type Describer interface {
+	Describe() (one, many string)
 }
 
 var (
-	selfDecoderType = reflect.TypeFor[selfDecoder]()
-	describerType   = reflect.TypeFor[describer]()
+	selfDecoderType = reflect.TypeFor[Self]()
+	describerType   = reflect.TypeFor[Describer]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
 )
 
-// decode decodes raw into v, which describes a field at p. noun, from the
+// Decode decodes raw into v, which describes a field at p. noun, from the
 // field's desc tag, names the items of a list field in messages.
-func (d *decoder) decode(raw json.RawMessage, v reflect.Value, p *field.Path, noun string) field.ErrorList {
+func (d *Decoder) Decode(raw json.RawMessage, v reflect.Value, p *field.Path, noun string) field.ErrorList {
 	t := v.Type()
 	switch {
-	case jsonKind(raw) == "null":
-		return d.typeError(raw, t, p, noun)
+	case Kind(raw) == "null":
+		return d.TypeError(raw, t, p, noun)
 	case reflect.PointerTo(t).Implements(selfDecoderType):
-		return v.Addr().Interface().(selfDecoder).decodeJSON(d, raw, p)
+		return v.Addr().Interface().(Self).DecodeJSON(d, raw, p)
 	case reflect.PointerTo(t).Implements(unmarshalerType):
 		if json.Unmarshal(raw, v.Addr().Interface()) != nil {
-			return d.typeError(raw, t, p, noun)
+			return d.TypeError(raw, t, p, noun)
 		}
 		return nil
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(t.Elem())
-		errs := d.decode(raw, elem.Elem(), p, noun)
+		errs := d.Decode(raw, elem.Elem(), p, noun)
 		if !slices.ContainsFunc(errs, func(e *field.Error) bool { return e.Field == p.String() }) {
 			v.Set(elem)
 		}
 		return errs
 	case reflect.Struct:
-		return d.decodeStruct(raw, v, p)
+		return d.Struct(raw, v, p)
 	case reflect.Slice:
 		var items []json.RawMessage
-		if jsonKind(raw) != "a list" || json.Unmarshal(raw, &items) != nil {
-			return d.typeError(raw, t, p, noun)
+		if Kind(raw) != "a list" || json.Unmarshal(raw, &items) != nil {
+			return d.TypeError(raw, t, p, noun)
 		}
 		v.Set(reflect.MakeSlice(t, len(items), len(items)))
 		var errs field.ErrorList
 		for j, item := range items {
-			errs = append(errs, d.decode(item, v.Index(j), p.Index(j), noun)...)
+			errs = append(errs, d.Decode(item, v.Index(j), p.Index(j), noun)...)
 		}
 		return errs
 	case reflect.Map:
 		var m map[string]json.RawMessage
-		if jsonKind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
-			return d.typeError(raw, t, p, noun)
+		if Kind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
+			return d.TypeError(raw, t, p, noun)
 		}
 		v.Set(reflect.MakeMapWithSize(t, len(m)))
 		var errs field.ErrorList
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			elem := reflect.New(t.Elem()).Elem()
-			errs = append(errs, d.decode(m[k], elem, p.Child(k), noun)...)
+			errs = append(errs, d.Decode(m[k], elem, p.Child(k), noun)...)
 			v.SetMapIndex(reflect.ValueOf(k), elem)
 		}
 		return errs
 	}
 	if json.Unmarshal(raw, v.Addr().Interface()) != nil {
-		return d.typeError(raw, t, p, noun)
+		return d.TypeError(raw, t, p, noun)
 	}
 	return nil
 }
 
-// decodeStruct decodes a mapping into the struct v: every key its json
-// tags do not name is an unknown field; null means absent.
-func (d *decoder) decodeStruct(raw json.RawMessage, v reflect.Value, p *field.Path) field.ErrorList {
+// Struct decodes a mapping into the struct v: every key its json tags do
+// not name is an unknown field; null means absent.
+func (d *Decoder) Struct(raw json.RawMessage, v reflect.Value, p *field.Path) field.ErrorList {
 	var m map[string]json.RawMessage
-	if jsonKind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
-		return d.typeError(raw, v.Type(), p, "")
+	if Kind(raw) != "a mapping" || json.Unmarshal(raw, &m) != nil {
+		return d.TypeError(raw, v.Type(), p, "")
 	}
-	fields := fieldsOf(v.Type())
+	fields := Fields(v.Type())
 	known := make([]string, len(fields))
 	for k, f := range fields {
-		known[k] = f.name
+		known[k] = f.Name
 	}
 	var errs field.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -118,23 +126,25 @@ func (d *decoder) decodeStruct(raw json.RawMessage, v reflect.Value, p *field.Pa
 		}
 	}
 	for _, f := range fields {
-		raw, ok := m[f.name]
-		if !ok || jsonKind(raw) == "null" {
+		raw, ok := m[f.Name]
+		if !ok || Kind(raw) == "null" {
 			continue
 		}
-		fp := p.Child(f.name)
-		d.set[fp.String()] = true
-		errs = append(errs, d.decode(raw, v.Field(f.index), fp, f.noun)...)
+		fp := p.Child(f.Name)
+		if d.Set != nil {
+			d.Set[fp.String()] = true
+		}
+		errs = append(errs, d.Decode(raw, v.Field(f.Index), fp, f.Noun)...)
 	}
 	return errs
 }
 
-// typeError says the value at p is not what a t holds.
-func (d *decoder) typeError(raw json.RawMessage, t reflect.Type, p *field.Path, noun string) field.ErrorList {
+// TypeError says the value at p is not what a t holds.
+func (d *Decoder) TypeError(raw json.RawMessage, t reflect.Type, p *field.Path, noun string) field.ErrorList {
 	one, _ := describe(t, noun)
-	msg := fmt.Sprintf("must be %s, not %s", one, jsonKind(raw))
+	msg := fmt.Sprintf("must be %s, not %s", one, Kind(raw))
 	switch {
-	case jsonKind(raw) != "a number":
+	case Kind(raw) != "a number":
 	case t == intOrStringType:
 		msg = fmt.Sprintf(`%s: must be a whole number of at least 1, or a percentage such as "25%%"`, raw)
 	case isNumeric(t):
@@ -146,41 +156,41 @@ func (d *decoder) typeError(raw json.RawMessage, t reflect.Type, p *field.Path, 
 	return field.ErrorList{field.TypeInvalid(p, nil, msg)}
 }
 
-// structField is a field of a struct as the document names it.
-type structField struct {
-	name  string // the json tag's name
-	index int
-	noun  string // the desc tag: what the items of a list field are
+// Field is a field of a struct as the document names it.
+type Field struct {
+	Name  string // the json tag's name
+	Index int
+	Noun  string // the desc tag: what the items of a list field are
 }
 
-var fieldCache sync.Map // reflect.Type -> []structField
+var fieldCache sync.Map // reflect.Type -> []Field
 
-// fieldsOf lists the fields of struct type t that have a json name, in
+// Fields lists the fields of struct type t that have a json name, in
 // declaration order: the order of "known:" lists and of messages.
-func fieldsOf(t reflect.Type) []structField {
+func Fields(t reflect.Type) []Field {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.([]structField)
+		return f.([]Field)
 	}
-	var out []structField
+	var out []Field
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		out = append(out, structField{name: name, index: i, noun: f.Tag.Get("desc")})
+		out = append(out, Field{Name: name, Index: i, Noun: f.Tag.Get("desc")})
 	}
 	fieldCache.Store(t, out)
 	return out
 }
 
-// fieldNames lists the json names of t's fields; required leaves out the
+// FieldNames lists the json names of t's fields; required leaves out the
 // ones tagged omitempty.
-func fieldNames(t reflect.Type, required bool) []string {
+func FieldNames(t reflect.Type, required bool) []string {
 	var out []string
-	for _, f := range fieldsOf(t) {
-		if !required || !strings.Contains(t.Field(f.index).Tag.Get("json"), ",omitempty") {
-			out = append(out, f.name)
+	for _, f := range Fields(t) {
+		if !required || !strings.Contains(t.Field(f.Index).Tag.Get("json"), ",omitempty") {
+			out = append(out, f.Name)
 		}
 	}
 	return out
@@ -195,7 +205,7 @@ func describe(t reflect.Type, noun string) (one, many string) {
 	case noun != "" && t.Kind() != reflect.Slice:
 		return "a " + noun, noun + "s"
 	case t.Implements(describerType):
-		return reflect.Zero(t).Interface().(describer).describe()
+		return reflect.Zero(t).Interface().(Describer).Describe()
 	case t == intOrStringType:
 		return "a number or a percentage", "numbers or percentages"
 	case t.Kind() == reflect.String:
@@ -210,7 +220,7 @@ func describe(t reflect.Type, noun string) (one, many string) {
 		}
 		return "a list", "lists"
 	case t.Kind() == reflect.Struct:
-		return "a mapping with " + joinNames(fieldNames(t, false)), "mappings"
+		return "a mapping with " + joinNames(FieldNames(t, false)), "mappings"
 	}
 	return "a mapping", "mappings"
 }
@@ -228,8 +238,9 @@ func isNumeric(t reflect.Type) bool {
 	return t == intOrStringType || t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64
 }
 
-// jsonKind names the kind of a JSON value for messages.
-func jsonKind(raw json.RawMessage) string {
+// Kind names the kind of a JSON value for messages: "null", "a string",
+// "a number", "a boolean", "a list" or "a mapping".
+func Kind(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "null"
@@ -249,9 +260,9 @@ func jsonKind(raw json.RawMessage) string {
 	return "a number"
 }
 
-// scalarText is the printed text of a JSON string, number or boolean.
-func scalarText(raw json.RawMessage) (string, bool) {
-	switch jsonKind(raw) {
+// ScalarText is the printed text of a JSON string, number or boolean.
+func ScalarText(raw json.RawMessage) (string, bool) {
+	switch Kind(raw) {
 	case "a string":
 		var s string
 		err := json.Unmarshal(raw, &s)
