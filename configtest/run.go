@@ -18,7 +18,6 @@ import (
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/templates"
-	"stencil.dev/stencil/templates/view"
 )
 
 // Options are the flags of "stencil test".
@@ -160,30 +159,19 @@ func (r *Runner) findSet(c *Case) (*templates.Set, error) {
 // child as observed where the case gives it, else as just created).
 func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
 	parent := c.resource.DeepCopy()
-	obj, err := view.NewObject(parent, set.Resource().GVR())
-	if err != nil {
-		return nil, err
-	}
-	var reads *templates.Reads
-	if set.HasReads() {
-		if reads, err = set.ResolveReads(obj, templates.NewStaticReads(c.reads, parent.GetNamespace(), r.sets)); err != nil {
-			return nil, err
-		}
-		if len(reads.Missing) > 0 {
-			// What the controller does: nothing rendered, the status says
-			// what it waits for.
-			msg := status.WaitingForReads(reads.Missing)
-			out := &rendered{waits: []string{msg}}
-			out.status = status.Desired(parent, status.Outcome{WaitingForRead: msg, KeepTemplateStatus: true, ReadsDeclared: true, Reads: reads.Status()})
-			maskTimes(out.status)
-			return out, nil
-		}
-		obj.Reads = reads.Values
-	}
 	live := reconcile.Observed(c.observed, parent.GetNamespace(), parent.GetNamespace())
-	res, err := set.RenderWith(obj, live)
+	res, reads, err := set.RenderOffline(parent, live, templates.NewStaticReads(c.reads, parent.GetNamespace(), r.sets))
 	if err != nil {
 		return nil, err
+	}
+	if res == nil {
+		// What the controller does: nothing rendered, the status says
+		// what it waits for.
+		msg := status.WaitingForReads(reads.Missing)
+		out := &rendered{waits: []string{msg}}
+		out.status = status.Desired(parent, status.Outcome{WaitingForRead: msg, KeepTemplateStatus: true, ReadsDeclared: true, Reads: reads.Status()})
+		maskTimes(out.status)
+		return out, nil
 	}
 	out := &rendered{children: res.Children}
 	var waits []string

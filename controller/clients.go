@@ -89,8 +89,8 @@ func (g groupClients) AuthorizationV1() authorizationv1.AuthorizationV1Interface
 // reviews of --metrics-secure).
 func (g groupClients) AuthenticationV1() authenticationv1.AuthenticationV1Interface { return g.authn }
 
-// NewKube builds the Kube of the run from rc: its four group clients.
-func NewKube(cfg *rest.Config) (Kube, error) {
+// newKube builds the Kube of the run from rc: its four group clients.
+func newKube(cfg *rest.Config) (Kube, error) {
 	core, err := corev1.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("core client: %w", err)

@@ -10,6 +10,7 @@ package install
 import (
 	"cmp"
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -108,4 +110,34 @@ func CRDKinds(path string) (map[schema.GroupResource]string, error) {
 		}
 	}
 	return kinds, nil
+}
+
+// ArgoCDKinds returns the group and Kind of each of cfg's entries, read
+// from the CRDs in crds (a file or a directory; cfg's directory when
+// empty). Every entry without a CRD there is named in the error, and then
+// no kinds are returned: half a set of health checks pasted into argocd-cm
+// looks complete.
+func ArgoCDKinds(cfg *config.Config, crds string) ([]schema.GroupKind, error) {
+	if crds == "" {
+		crds = cfg.Dir
+	}
+	kinds, err := CRDKinds(crds)
+	if err != nil {
+		return nil, err
+	}
+	var gks []schema.GroupKind
+	var errs []error
+	for i, r := range cfg.Resources {
+		gr := r.GVR().GroupResource()
+		kind, ok := kinds[gr]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s: no CustomResourceDefinition for %s in %s (name the CRDs with --crds)", cfg.Path, config.EntryName(i, r), gr, crds))
+			continue
+		}
+		gks = append(gks, schema.GroupKind{Group: r.Group, Kind: kind})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return gks, nil
 }

@@ -146,6 +146,28 @@ func compileReads(res config.Resource) (map[string]*template.Template, error) {
 // depends on more than the resource.
 func (s *Set) HasReads() bool { return len(s.res.Reads) > 0 }
 
+// RenderOffline renders u as the controller would, from what the caller
+// gives in place of the cluster (stencil render and stencil test): live,
+// its live children, and reads, the objects its entry's reads see. The
+// reads are resolved first (nil Reads when the entry declares none); when a
+// required read finds nothing, nothing is rendered (a nil Result), as the
+// controller waits.
+func (s *Set) RenderOffline(u *unstructured.Unstructured, live Live, reads ReadSource) (*Result, *Reads, error) {
+	parent, err := view.NewObject(u, s.Resource().GVR())
+	if err != nil {
+		return nil, nil, err
+	}
+	var r *Reads
+	if s.HasReads() {
+		if r, err = s.ResolveReads(parent, reads); err != nil || len(r.Missing) > 0 {
+			return nil, r, err
+		}
+		parent.Reads = r.Values
+	}
+	res, err := s.RenderWith(parent, live)
+	return res, r, err
+}
+
 // ResolveReads renders the computed names and selectors of the entry's
 // reads over parent and takes what they name from src. A computed name or
 // label value that renders empty, or is not a valid name or value, reads

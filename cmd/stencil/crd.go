@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"sigs.k8s.io/yaml"
-
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates"
 )
@@ -34,16 +32,13 @@ func crdCommand(args []string, stdout, stderr io.Writer) int {
 	if len(objs) == 0 {
 		fmt.Fprintf(stderr, "stencil crd: %s: no entry has a schema\n", cfg.Path)
 	}
+	docs := make([]any, len(objs))
 	for i, u := range objs {
-		out, err := yaml.Marshal(u.Object)
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil crd: %v\n", err)
-			return exitFailed
-		}
-		if i > 0 {
-			fmt.Fprintln(stdout, "---")
-		}
-		stdout.Write(out)
+		docs[i] = u.Object
+	}
+	if err := (&documents{w: stdout}).write(docs...); err != nil {
+		fmt.Fprintf(stderr, "stencil crd: %v\n", err)
+		return exitFailed
 	}
 	return exitOK
 }

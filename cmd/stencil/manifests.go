@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/install"
@@ -57,14 +56,13 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
 		return exitFailed
 	}
-	out := &documents{w: stdout}
-	for _, obj := range objs {
-		doc, err := yaml.Marshal(obj)
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
-			return exitFailed
-		}
-		out.write(doc)
+	docs := make([]any, len(objs))
+	for i, o := range objs {
+		docs[i] = o
+	}
+	if err := (&documents{w: stdout}).write(docs...); err != nil {
+		fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
+		return exitFailed
 	}
 	return exitOK
 }

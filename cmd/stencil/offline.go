@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
@@ -180,51 +179,25 @@ func renderCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	return status
 }
 
-// documents writes YAML documents separated by "---".
-type documents struct {
-	w     io.Writer
-	wrote bool
-}
-
-// write writes one document.
-func (d *documents) write(doc []byte) {
-	if d.wrote {
-		fmt.Fprintln(d.w, "---")
-	}
-	d.wrote = true
-	d.w.Write(doc)
-}
-
 // renderOne renders one custom resource u with set: its children to out,
 // what the controller would not apply or would wait for to stderr. It
 // reports whether everything rendered.
 func renderOne(out *documents, stderr io.Writer, where string, set *templates.Set, u *unstructured.Unstructured, live templates.Live, reads templates.ReadSource) bool {
-	parent, err := view.NewObject(u, set.Resource().GVR())
-	if err != nil {
-		fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
-		return false
-	}
-	if set.HasReads() {
-		r, err := set.ResolveReads(parent, reads)
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
-			return false
-		}
-		for _, ref := range r.Refs {
+	r, resolved, err := set.RenderOffline(u, live, reads)
+	if resolved != nil {
+		for _, ref := range resolved.Refs {
 			fmt.Fprintf(stderr, "stencil render: %s: reads %s\n", where, ref)
 		}
-		if len(r.Missing) > 0 {
-			// What the controller does: nothing rendered, nothing written.
-			fmt.Fprintf(stderr, "stencil render: %s: waits: required read %s does not exist (give it with --reads)\n", where, strings.Join(r.Missing, ", "))
-			return true
-		}
-		parent.Reads = r.Values
 	}
-	r, err := set.RenderWith(parent, live)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil render: %s:\n", where)
 		fmt.Fprintln(stderr, err)
 		return false
+	}
+	if r == nil {
+		// What the controller does: nothing rendered, nothing written.
+		fmt.Fprintf(stderr, "stencil render: %s: waits: required read %s does not exist (give it with --reads)\n", where, strings.Join(resolved.Missing, ", "))
+		return true
 	}
 	for _, w := range r.Waits {
 		fmt.Fprintf(stderr, "stencil render: %s: waits: %s\n", where, w)
@@ -243,17 +216,15 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 	if r.StatusWaits {
 		fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
 	}
-	ok := true
-	for _, c := range r.Children {
-		doc, err := yaml.Marshal(c.Object)
-		if err != nil {
-			fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
-			ok = false
-			continue
-		}
-		out.write(doc)
+	children := make([]any, len(r.Children))
+	for i, c := range r.Children {
+		children[i] = c.Object
 	}
-	return ok
+	if err := out.write(children...); err != nil {
+		fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
+		return false
+	}
+	return true
 }
 
 // readObjects reads the objects of the file a flag names; none without
@@ -307,20 +278,12 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	out, err := yaml.Marshal(cr)
-	if err != nil {
+	// The Role for the Lease, to create in the namespace stencil runs in,
+	// follows the ClusterRole.
+	if err := (&documents{w: stdout}).write(cr, install.LeaseRole(*name+"-leader-election")); err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed
 	}
-	role, err := yaml.Marshal(install.LeaseRole(*name + "-leader-election"))
-	if err != nil {
-		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
-		return exitFailed
-	}
-	stdout.Write(out)
-	// The Role for the Lease, to create in the namespace stencil runs in.
-	fmt.Fprintln(stdout, "---")
-	stdout.Write(role)
 	return exitOK
 }
 
@@ -331,11 +294,4 @@ func versionCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "stencil %s\n", version)
 	return exitOK
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -15,14 +15,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/ha"
-	"stencil.dev/stencil/controller/reload"
-	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
 
@@ -197,92 +193,35 @@ func runCommand(args []string) int {
 	ctx = klog.NewContext(ctx, logger)
 	go exitOnSecondSignal(ctx, stop)
 
-	metrics := controller.NewMetrics()
-	metrics.RegisterClientMetrics()
-	metrics.SetBuildInfo(version)
-	// A config file is checked before the cluster is touched; a watches
-	// file and every chart need discovery (plurals, .Capabilities).
-	if *f.src.config != "" && *f.src.watches == "" {
-		if _, _, err := reload.Load(*f.src.config); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-	}
-	restConfig, err := controller.ClientConfig(f.kubeconfig)
-	if err != nil {
-		logger.Error(err, "Loading kubeconfig")
-		return 1
-	}
-	opts := templates.Options{}
-	if caps, err := controller.ClusterCapabilities(restConfig); err != nil {
-		logger.Error(err, "Reading the cluster's capabilities for charts; they see Helm's defaults")
-	} else {
-		opts.Capabilities = caps
-	}
-	f.src.wall = renderworker.NewWall(f.workers, logger, metrics.Registry)
-	if f.src.wall != nil {
-		defer f.src.wall.Close()
-	}
-	src, err := f.src.source(f.fs, opts)
+	src, err := f.src.source(f.fs, templates.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	// The watcher fingerprints the files before they are loaded: a change
-	// in between is picked up by its first poll.
-	watcher := reload.New(src, f.configPoll, nil, metrics.ConfigLoaded)
-	cfg, sets, err := src.Load()
-	if err != nil {
+	err = controller.Serve(ctx, controller.ServeOptions{
+		Source: src, Kubeconfig: f.kubeconfig, QPS: float32(f.qps), Burst: f.burst, Version: version, ConfigPoll: f.configPoll,
+		Controller: controller.Options{
+			Namespace: f.namespace, Workers: f.workers, ResyncPeriod: f.resync,
+			LeaderElection: controller.LeaderElection{Enabled: f.leaderElect, Namespace: f.leaseNamespace, Name: f.leaseName},
+			LeaseTimings:   f.lease,
+			Ring:           controller.Ring{Name: f.ringName, Namespace: f.leaseNamespace},
+			MetricsAddr:    f.metricsAddr, HealthAddr: f.healthAddr,
+			ManageCRDs: f.manageCRDs, MetricsSecure: f.metricsSecure, MetricsCertDir: f.metricsCertDir,
+		},
+	})
+	var cfgErr *controller.ConfigError
+	switch {
+	case errors.As(err, &cfgErr):
 		fmt.Fprintln(os.Stderr, err)
 		return 2
-	}
-	metrics.ConfigLoaded(true, time.Now())
-
-	c, err := newController(ctx, f, restConfig, cfg, sets, metrics)
-	if err != nil {
-		logger.Error(err, "Starting controller")
-		return 1
-	}
-	watcher.Apply = c.Reconfigure
-	go watcher.Run(ctx)
-	logger.Info("Starting stencil", "version", version, "config", src.Path, "resources", len(cfg.Resources))
-	if err := c.Run(ctx); err != nil {
-		logger.Error(err, "Controller stopped")
+	case err != nil:
+		logger.Error(err, "Stencil stopped")
 		klog.Flush()
 		return 1
 	}
 	logger.Info("Stopped cleanly")
 	klog.Flush()
 	return 0
-}
-
-// newController builds the controller the flags describe, with clients
-// whose every write asks the fence first.
-func newController(ctx context.Context, f runFlags, restConfig *rest.Config, cfg *config.Config, sets []*templates.Set, metrics *controller.Metrics) (*controller.Controller, error) {
-	restConfig.QPS, restConfig.Burst = float32(f.qps), f.burst
-	restConfig.UserAgent = "stencil/" + version
-	// Every write asks the fence again just before it is sent (see
-	// controller.WriteGate).
-	gate := ha.NewWriteGate()
-	restConfig.Wrap(gate.Wrap)
-	cl, err := controller.NewClients(restConfig)
-	if err != nil {
-		return nil, err
-	}
-	kube, err := controller.NewKube(restConfig)
-	if err != nil {
-		return nil, fmt.Errorf("building typed clients: %w", err)
-	}
-	return controller.New(ctx, controller.Options{
-		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Kube: kube, Mapper: cl.Mapper, Metrics: metrics,
-		Namespace: f.namespace, Workers: f.workers, Wall: f.src.wall, ResyncPeriod: f.resync,
-		LeaderElection: controller.LeaderElection{Enabled: f.leaderElect, Namespace: f.leaseNamespace, Name: f.leaseName},
-		LeaseTimings:   f.lease,
-		Ring:           controller.Ring{Name: f.ringName, Namespace: f.leaseNamespace},
-		WriteGate:      gate,
-		MetricsAddr:    f.metricsAddr, HealthAddr: f.healthAddr,
-		ManageCRDs: f.manageCRDs, MetricsSecure: f.metricsSecure, MetricsCertDir: f.metricsCertDir,
-	})
 }
 
 // exitOnSecondSignal waits for the first SIGTERM or SIGINT (ctx done; the
