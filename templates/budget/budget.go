@@ -7,9 +7,10 @@
 // render stops at the first step past its bound:
 //
 //   - The engine's rewrite makes every range iteration and every
-//     template body start with a call of StepFunc, and turns template calls
-//     into include, whose nesting is bounded: a loop or a recursion costs
-//     a step per turn, whatever its body.
+//     template body start with a call of StepFunc (StepAction, priced by
+//     TurnCost: steps.go), and turns template calls into include, whose
+//     nesting is bounded: a loop or a recursion costs a step per turn,
+//     whatever its body.
 //   - Every function a template may call is wrapped (Wrap): each call
 //     costs a step, plus what it returns (an item per list item or map
 //     entry, one per 64 bytes of text), and no one call may return more
