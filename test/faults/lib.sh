@@ -94,7 +94,7 @@ use_namespace() {
 start_proxy() {
   local tag args=()
   for tag in ${PROXY_TAGS:-a b c}; do
-    PROXY_PORTS[$tag]=$(free_port)
+    take_port "PROXY_PORTS[$tag]"
     args+=(--listen "$tag=127.0.0.1:${PROXY_PORTS[$tag]}")
     cat >"$WORK/kubeconfig-$tag" <<EOF
 apiVersion: v1
@@ -200,8 +200,8 @@ launch_replica() {
   if [ -n "${RPID[$tag]:-}" ] && kill -0 "${RPID[$tag]}" 2>/dev/null; then
     fail "start_replica $tag: already running (pid ${RPID[$tag]})"
   fi
-  RHEALTH[$tag]=$(free_port)
-  RMETRICS[$tag]=$(free_port)
+  take_port "RHEALTH[$tag]"
+  take_port "RMETRICS[$tag]"
   RLOG[$tag]="$FAULTS_LOGS/$SCENARIO-$NS-$tag.log"
   echo "--- $(date -u +%T) stencil run (replica $tag) $*" >>"${RLOG[$tag]}"
   local scope=(--namespace "$NS")

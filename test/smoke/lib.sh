@@ -104,16 +104,23 @@ install_crds() {
   k wait --for=condition=Established "${args[@]}" --timeout=60s >/dev/null
 }
 
-# free_port prints a loopback port nothing listens on, below the kernel's
-# ephemeral range (32768 and up on Linux): a port from that range can be
-# taken by an outgoing connection between this check and the bind (a
-# leader-pause run failed so: "bind: address already in use").
-free_port() {
+# take_port VAR sets VAR to a loopback port nothing listens on, below the
+# kernel's ephemeral range (32768 and up on Linux): a port from that range
+# can be taken by an outgoing connection between this check and the bind
+# (a leader-pause run failed so: "bind: address already in use"). It never
+# hands out a port it handed out before in this shell: ports drawn before
+# any of them is bound (countproxy's six listeners, replicas launched
+# together) must differ, which port_busy alone cannot tell (ring-together
+# failed so, its fourth listener drawn on its first's port). It runs in
+# this shell, not in $(...), so that it remembers.
+TAKEN_PORTS=" "
+take_port() {
   local p
   for _ in $(seq 1 50); do
     p=$((20000 + RANDOM % 12000))
-    if ! port_busy "$p"; then
-      echo "$p"
+    if [[ $TAKEN_PORTS != *" $p "* ]] && ! port_busy "$p"; then
+      TAKEN_PORTS+="$p "
+      printf -v "$1" '%s' "$p"
       return
     fi
   done
@@ -150,8 +157,8 @@ start_stencil() {
   [ -x "$STENCIL" ] || fail "$STENCIL is missing; make smoke builds it (make build)"
   [ -z "$STENCIL_PID" ] || fail "start_stencil: a controller is already running (pid $STENCIL_PID)"
   mkdir -p "$SMOKE_LOGS"
-  STENCIL_HEALTH=$(free_port)
-  STENCIL_METRICS=$(free_port)
+  take_port STENCIL_HEALTH
+  take_port STENCIL_METRICS
   STENCIL_LOG="$SMOKE_LOGS/$SCENARIO-$NS.log"
   echo "--- stencil run $source $config --namespace $NS $*" >>"$STENCIL_LOG"
   "$STENCIL" run "$source" "$config" --namespace "$NS" --kubeconfig "$KUBECONFIG" \
