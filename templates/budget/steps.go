@@ -3,6 +3,8 @@ package budget
 import (
 	"strconv"
 	"text/template/parse"
+
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // The price of a template's text in steps: what the rewrite (package
@@ -41,7 +43,7 @@ func cost(list *parse.ListNode) int64 {
 			return
 		}
 		for _, c := range p.Cmds {
-			if id, ok := firstArg(c).(*parse.IdentifierNode); ok && builtins[id.Ident] {
+			if builtins[funcs.Ident(c)] {
 				// The wrapped functions count their own calls.
 				n++
 			}
@@ -80,11 +82,3 @@ func cost(list *parse.ListNode) int64 {
 // (an empty turn is about 1 µs, two steps, as a busy turn is about 0.5 µs a
 // step).
 func TurnCost(list *parse.ListNode) int64 { return cost(list) + 1 }
-
-// firstArg is what c calls: its first argument, nil when it has none.
-func firstArg(c *parse.CommandNode) parse.Node {
-	if len(c.Args) == 0 {
-		return nil
-	}
-	return c.Args[0]
-}

@@ -174,7 +174,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 	i := len(cmds)
 	for i > 1 {
 		c := cmds[i-1]
-		name := engine.Ident(c)
+		name := funcs.Ident(c)
 		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || (name == "quote" || name == "squote") && len(c.Args) == 1
 		if !piped {
 			break
@@ -183,7 +183,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 		i--
 	}
 	last := cmds[i-1]
-	name := engine.Ident(last)
+	name := funcs.Ident(last)
 	switch {
 	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
 		// indent N X: X is the value.
@@ -202,7 +202,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 	// what that pipe's last command returns: structure, not text given to
 	// a function.
 	for c := last; ; {
-		if funcs.Is(engine.Ident(c), funcs.Serialiser|funcs.RendersText) {
+		if funcs.Is(funcs.Ident(c), funcs.Serialiser|funcs.RendersText) {
 			cores[c] = true
 		}
 		if len(c.Args) != 1 {
@@ -221,7 +221,7 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 // copy of its function: it lays out the placeholder valueFunc printed,
 // where the function the chart's code calls would resolve it.
 func layout(c *parse.CommandNode) {
-	c.Args[0] = parse.NewIdentifier(layoutPrefix + engine.Ident(c)).SetPos(c.Pos)
+	c.Args[0] = parse.NewIdentifier(layoutPrefix + funcs.Ident(c)).SetPos(c.Pos)
 }
 
 // wrapArg makes arg, the value a layout function is given, end in
@@ -252,7 +252,7 @@ func pipes(tree *parse.Tree, pipe *parse.PipeNode, arg bool, cores map[*parse.Co
 				pipes(tree, sub, true, cores)
 			}
 		}
-		name := engine.Ident(c)
+		name := funcs.Ident(c)
 		if funcs.Is(name, random) {
 			loc := engine.Location(tree, c)
 			c.Args = slices.Insert(c.Args[1:], 0, parse.Node(parse.NewIdentifier(refusedFunc).SetPos(c.Pos)),

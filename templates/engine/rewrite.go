@@ -12,6 +12,7 @@ import (
 	"text/template/parse"
 
 	"stencil.dev/stencil/templates/budget"
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // Walker visits the nodes of a parsed template that hold pipes, for a
@@ -162,17 +163,6 @@ func Location(tree *parse.Tree, n parse.Node) string {
 	return loc
 }
 
-// Ident is the name of the function c calls, "" when c calls none.
-func Ident(c *parse.CommandNode) string {
-	if len(c.Args) == 0 {
-		return ""
-	}
-	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
-		return id.Ident
-	}
-	return ""
-}
-
 // isLayout says whether c only lays out what it is given: indent and
 // nindent (the piped value is their second argument), quote and squote.
 func isLayout(name string) bool {
@@ -194,7 +184,7 @@ func rewritePipe(pipe *parse.PipeNode, loc string, scalar bool) {
 	// The trailing piped layout commands: indent N, nindent N, quote, squote.
 	for i > 1 {
 		c := cmds[i-1]
-		name := Ident(c)
+		name := funcs.Ident(c)
 		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || isQuoting(name) && len(c.Args) == 1
 		if !piped {
 			break
@@ -203,7 +193,7 @@ func rewritePipe(pipe *parse.PipeNode, loc string, scalar bool) {
 		i--
 	}
 	last := cmds[i-1]
-	name := Ident(last)
+	name := funcs.Ident(last)
 	switch {
 	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
 		// indent N X: X is the value.

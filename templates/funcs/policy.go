@@ -3,6 +3,7 @@ package funcs
 import (
 	"maps"
 	"slices"
+	"text/template/parse"
 )
 
 // The function policy of both template modes, in one table: what each
@@ -81,4 +82,16 @@ func Named(c Class) []string {
 		}
 	}
 	return out
+}
+
+// Ident is the name of the function c calls, "" when c calls none: the
+// name the policy is asked about.
+func Ident(c *parse.CommandNode) string {
+	if len(c.Args) == 0 {
+		return ""
+	}
+	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
+		return id.Ident
+	}
+	return ""
 }
