@@ -32,11 +32,7 @@ func crdCommand(args []string, stdout, stderr io.Writer) int {
 	if len(objs) == 0 {
 		fmt.Fprintf(stderr, "stencil crd: %s: no entry has a schema\n", cfg.Path)
 	}
-	docs := make([]any, len(objs))
-	for i, u := range objs {
-		docs[i] = u.Object
-	}
-	if err := (&documents{w: stdout}).write(docs...); err != nil {
+	if err := writeYAML(&documents{w: stdout}, objs); err != nil {
 		fmt.Fprintf(stderr, "stencil crd: %v\n", err)
 		return exitFailed
 	}

@@ -56,11 +56,7 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
 		return exitFailed
 	}
-	docs := make([]any, len(objs))
-	for i, o := range objs {
-		docs[i] = o
-	}
-	if err := (&documents{w: stdout}).write(docs...); err != nil {
+	if err := writeYAML(&documents{w: stdout}, objs); err != nil {
 		fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
 		return exitFailed
 	}

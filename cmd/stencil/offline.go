@@ -216,11 +216,7 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 	if r.StatusWaits {
 		fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
 	}
-	children := make([]any, len(r.Children))
-	for i, c := range r.Children {
-		children[i] = c.Object
-	}
-	if err := out.write(children...); err != nil {
+	if err := writeYAML(out, r.Children); err != nil {
 		fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
 		return false
 	}
@@ -280,7 +276,7 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	// The Role for the Lease, to create in the namespace stencil runs in,
 	// follows the ClusterRole.
-	if err := (&documents{w: stdout}).write(cr, install.LeaseRole(*name+"-leader-election")); err != nil {
+	if err := writeYAML(&documents{w: stdout}, []any{cr, install.LeaseRole(*name + "-leader-election")}); err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed
 	}

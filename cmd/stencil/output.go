@@ -15,10 +15,10 @@ type documents struct {
 	wrote bool
 }
 
-// write writes objs as YAML documents, all or nothing: every one is
-// marshalled before the first is written, so a failure leaves no half a
+// writeYAML writes objs to d as YAML documents, all or nothing: every one
+// is marshalled before the first is written, so a failure leaves no half a
 // manifest on stdout.
-func (d *documents) write(objs ...any) error {
+func writeYAML[T any](d *documents, objs []T) error {
 	docs := make([][]byte, len(objs))
 	for i, o := range objs {
 		b, err := yaml.Marshal(o)
