@@ -284,11 +284,12 @@ func (p *printer) lookup(apiVersion, kind, namespace, name string) (map[string]a
 }
 
 // funcs returns the functions a render binds over Helm's own
-// (Engine.CustomTemplateFuncs wins over everything): sprig's, counted
-// against the render budget; the refused ones; lookup, which answers
-// from the declared reads alone; and the rewrite's internal functions.
+// (Engine.CustomTemplateFuncs wins over everything): sprig's, with keys
+// and values sorted (funcs.Ordered), counted against the render budget;
+// the refused ones; lookup, which answers from the declared reads alone;
+// and the rewrite's internal functions.
 func (p *printer) funcs() template.FuncMap {
-	sp := sprig.TxtFuncMap()
+	sp := funcs.Ordered(sprig.TxtFuncMap())
 	// Helm's own set removes these: the environment is the controller's.
 	delete(sp, "env")
 	delete(sp, "expandenv")

@@ -325,7 +325,12 @@ func (st *State) Placeholders(v any, t *Taint) any {
 		return st.token(kindYAMLQuoted, v, "")
 	case map[string]any:
 		out := make(map[string]any, len(v))
-		for k, e := range v {
+		// Sorted, so that the placeholders number in the order of the
+		// keys: a serialiser sorts a map by its keys, here placeholders,
+		// and numbered in Go's map order they would write the tenant's
+		// keys in another order on every render.
+		for _, k := range slices.Sorted(mapKeys(v)) {
+			e := v[k]
 			if t.Of(k) {
 				k = st.token(kindYAMLQuoted, k, "")
 			}

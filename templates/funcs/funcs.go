@@ -1,9 +1,9 @@
 // Package funcs is the function vocabulary of stencil's templates and the
 // policy both template modes derive their rules from: what each function
 // stencil knows of is (random, reading the clock, serialising, parsing,
-// rendering template text, Helm's own). Own templates are written in
-// Hermetic; chart mode runs Helm's functions, and refuses, checks or
-// frames them by the same table.
+// rendering template text, Helm's own, following Go's map order). Own
+// templates are written in Hermetic; chart mode runs Helm's functions,
+// and refuses, checks, frames or sorts (Ordered) them by the same table.
 //
 // The choice a newcomer may question: the policy is one table of classes,
 // not a list per mode. A function a mode treats specially is in the table,
@@ -36,8 +36,9 @@ const unrepeatable = Random | Clock | ClockUnlessDated | LocalTime
 // Hermetic returns the vocabulary templates are written in: the one chart
 // authors know. It is sprig's hermetic set (github.com/Masterminds/sprig/v3
 // HermeticTxtFuncMap) minus what still depends on the clock or randomness
-// (see unrepeatable), Helm's additions (toYaml, fromYaml, toJson, fromJson,
-// required, include) and stencil's own:
+// (see unrepeatable), with keys and values sorted (Ordered), Helm's
+// additions (toYaml, fromYaml, toJson, fromJson, required, include) and
+// stencil's own:
 //
 //	get MAP KEY DEFAULT   MAP[KEY], or DEFAULT when the key is absent or MAP is nil
 //	                      ({{ get .Spec "replicas" 1 }}: with missingkey=error,
@@ -54,7 +55,7 @@ const unrepeatable = Random | Clock | ClockUnlessDated | LocalTime
 // the same custom resource on every pass and on every replica. include
 // here is a stand-in: templates.Load binds the real one, which needs the template set.
 func Hermetic() template.FuncMap {
-	m := sprig.HermeticTxtFuncMap()
+	m := Ordered(sprig.HermeticTxtFuncMap())
 	for _, name := range Named(unrepeatable) {
 		delete(m, name)
 	}

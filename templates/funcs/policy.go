@@ -8,10 +8,10 @@ import (
 
 // The function policy of both template modes, in one table: what each
 // function stencil knows of is (random, reading the clock, serialising,
-// parsing, rendering template text, Helm's own), from which each mode
-// derives what it refuses, checks, frames or keeps as structure. A
-// function a mode treats specially is in this table, or it is not
-// treated specially anywhere.
+// parsing, rendering template text, Helm's own, following Go's map
+// order), from which each mode derives what it refuses, checks, frames,
+// sorts or keeps as structure. A function a mode treats specially is in
+// this table, or it is not treated specially anywhere.
 
 // Class is what a function is, for the policy.
 type Class uint16
@@ -43,6 +43,10 @@ const (
 	RendersText
 	// HelmOwn is defined by Helm's engine, over or in place of sprig's.
 	HelmOwn
+	// MapOrder would return what Go's map iteration order decides, which
+	// differs from call to call: both modes bind a sorted one instead
+	// (Ordered), so that a render is the same on every pass.
+	MapOrder
 )
 
 // policy is the table.
@@ -68,6 +72,8 @@ var policy = map[string]Class{
 	"fromJsonArray": HelmOwn | Parser, "fromToml": HelmOwn | Parser,
 	"include": HelmOwn | RendersText, "tpl": HelmOwn | RendersText,
 	"fail": HelmOwn, "getHostByName": HelmOwn, "required": HelmOwn, "lookup": HelmOwn,
+
+	"keys": MapOrder, "values": MapOrder,
 }
 
 // Is reports whether function name is of any of the classes c.
