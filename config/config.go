@@ -39,6 +39,21 @@ type Config struct {
 	// label names resources[i] in messages (EntryLabel); nil names it
 	// as EntryName does.
 	label func(i int) string
+	// snap holds every file the config names, as this load read them:
+	// the compile reads them from it, never from disk.
+	snap *Snapshot
+}
+
+// Snapshot is the files this config was loaded from (TakeSnapshot): what
+// its compile and its render workers read.
+func (c *Config) Snapshot() *Snapshot { return c.snap }
+
+// ReadFile returns a file the config names, from its snapshot.
+func (c *Config) ReadFile(path string) ([]byte, error) {
+	if c.snap == nil {
+		return nil, fmt.Errorf("%s: the config was not loaded from a snapshot (config.Load, LoadSnapshot)", path)
+	}
+	return c.snap.ReadFile(path)
 }
 
 // EntryLabel names resources[i] in messages: "resources[0]
@@ -181,22 +196,32 @@ func (c *Config) TemplatePath(name string) string {
 // Load reads, strictly decodes and validates the config file at path. It
 // returns every problem it finds, joined, each naming file, entry and field.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	return ParseConfig(path, data)
-}
-
-// ParseConfig is Load for a config already in memory; template paths are
-// still checked on disk, relative to filepath.Dir(path): that each is a
-// file (a chart a directory or archive), not what it holds (package entry
-// reads that).
-func ParseConfig(path string, data []byte) (*Config, error) {
-	cfg, errs, set, err := decodeConfig(path, data)
+	snap, err := TakeSnapshot(path, false)
 	if err != nil {
 		return nil, err
 	}
+	return LoadSnapshot(snap, nil)
+}
+
+// ParseConfig is Load for a config already in memory; the files it names
+// are read from disk, relative to filepath.Dir(path).
+func ParseConfig(path string, data []byte) (*Config, error) {
+	return LoadSnapshot(snapshotOf(path, false, data), nil)
+}
+
+// LoadSnapshot decodes and validates the config a snapshot holds (a
+// watches file's entries resolved with resolve): every file check reads
+// the snapshot, never the disk. The Config keeps the snapshot, from which
+// its compile reads each template and chart.
+func LoadSnapshot(snap *Snapshot, resolve PluralResolver) (*Config, error) {
+	if snap.Watches {
+		return loadWatches(snap, resolve)
+	}
+	cfg, errs, set, err := decodeConfig(snap.Path, snap.Config)
+	if err != nil {
+		return nil, err
+	}
+	cfg.snap = snap
 	errs = append(errs, validate(cfg, pathsOf(errs), set)...)
 	if len(errs) > 0 {
 		return nil, cfg.Errors(errs)
@@ -259,14 +284,16 @@ func (e *missingFileError) Error() string {
 // Unwrap returns the os error.
 func (e *missingFileError) Unwrap() error { return e.err }
 
-func checkRegularFile(path string) error {
-	st, err := os.Stat(path)
+// checkRegularFile says whether path is a regular file, as the config's
+// snapshot found it.
+func (c *Config) checkRegularFile(path string) error {
+	f := c.snap.stat(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return &missingFileError{resolved: path, err: err}
-	case err != nil:
-		return err
-	case !st.Mode().IsRegular():
+	case f.Missing:
+		return &missingFileError{resolved: path, err: fs.ErrNotExist}
+	case f.Err != "":
+		return errors.New(f.Err)
+	case f.Irregular || f.Dir:
 		return fmt.Errorf("%s is not a regular file", path)
 	}
 	return nil

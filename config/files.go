@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,13 @@ func (c *Config) Files() []File {
 // path), sorted. A directory reached twice through links (a loop) is
 // walked once.
 func ChartFiles(root string) ([]string, error) {
+	return walkChart(root, nil)
+}
+
+// walkChart lists the files under root as ChartFiles does, leaving out
+// what skip says (given the path relative to root, with slashes): a
+// directory skipped is not walked.
+func walkChart(root string, skip func(rel string, fi fs.FileInfo) bool) ([]string, error) {
 	st, err := os.Stat(root)
 	if err != nil {
 		return nil, err
@@ -77,6 +85,12 @@ func ChartFiles(root string) ([]string, error) {
 			st, err := os.Stat(p) // follows a link
 			if err != nil {
 				return err
+			}
+			if skip != nil {
+				rel, _ := filepath.Rel(root, p)
+				if skip(filepath.ToSlash(rel), st) {
+					continue
+				}
 			}
 			if st.IsDir() {
 				if err := walk(p); err != nil {

@@ -1,9 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"reflect"
 	"slices"
 	"strconv"
@@ -94,8 +94,8 @@ func validateEntry(c *Config, i int, seen map[schema.GroupResource]int, skip, se
 	errs = append(errs, validateRenderBudget(r.RenderBudget, p.Child("renderBudget"), skip, set)...)
 	errs = append(errs, validateGVR(r, p, skip)...)
 	errs = append(errs, validateUnique(c, i, seen, skip)...)
-	errs = append(errs, validateSource(r, c.TemplatePath, p, skip)...)
-	errs = append(errs, validateFiles(r, c.TemplatePath, p, skip)...)
+	errs = append(errs, validateSource(r, c, p, skip)...)
+	errs = append(errs, validateFiles(r, c, p, skip)...)
 	if !skip.under(p.Child("children")) {
 		errs = append(errs, validateChildren(r, p.Child("children"))...)
 		if len(checks) == 0 && !skip.under(p.Child("templates")) {
@@ -161,10 +161,10 @@ func validateUnique(c *Config, i int, seen map[schema.GroupResource]int, skip pa
 
 // validateSource checks that the entry renders a chart or templates, and
 // that the fields of the one it does not render are unset.
-func validateSource(r Resource, resolve func(string) string, p *field.Path, skip pathSet) field.ErrorList {
+func validateSource(r Resource, c *Config, p *field.Path, skip pathSet) field.ErrorList {
 	var errs field.ErrorList
 	if chart := p.Child("chart"); r.Chart != "" && !skip.at(chart) {
-		if err := checkChart(resolve(r.Chart)); err != nil {
+		if err := c.checkChart(c.TemplatePath(r.Chart)); err != nil {
 			errs = append(errs, fileError(chart, r.Chart, err))
 		}
 		for _, f := range []struct {
@@ -191,7 +191,7 @@ func validateSource(r Resource, resolve func(string) string, p *field.Path, skip
 
 // validateFiles checks that every file the entry names (templates, status
 // template, helpers) is a regular file, named once.
-func validateFiles(r Resource, resolve func(string) string, p *field.Path, skip pathSet) field.ErrorList {
+func validateFiles(r Resource, c *Config, p *field.Path, skip pathSet) field.ErrorList {
 	var errs field.ErrorList
 	firstUse := map[string]string{}
 	check := func(fp *field.Path, name string) {
@@ -208,7 +208,7 @@ func validateFiles(r Resource, resolve func(string) string, p *field.Path, skip 
 			errs[len(errs)-1].Detail = fmt.Sprintf("%s: duplicate of %s", name, prev)
 		default:
 			firstUse[name] = rel
-			if err := checkRegularFile(resolve(name)); err != nil {
+			if err := c.checkRegularFile(c.TemplatePath(name)); err != nil {
 				errs = append(errs, fileError(fp, name, err))
 			}
 		}
@@ -355,17 +355,18 @@ func validateReadyCheck(c ReadyCheck, p *field.Path, skip pathSet) field.ErrorLi
 	return errs
 }
 
-// checkChart says whether path is a chart directory or archive.
-func checkChart(path string) error {
-	st, err := os.Stat(path)
+// checkChart says whether path is a chart directory or archive, as the
+// config's snapshot found it.
+func (c *Config) checkChart(path string) error {
+	f := c.snap.stat(path)
 	switch {
-	case err != nil:
-		return &missingFileError{resolved: path, err: err}
-	case st.IsDir():
-		if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err != nil {
-			return fmt.Errorf("%s is a directory without Chart.yaml", path)
-		}
-	case !st.Mode().IsRegular():
+	case f.Missing:
+		return &missingFileError{resolved: path, err: fs.ErrNotExist}
+	case f.Err != "" && !f.Dir:
+		return errors.New(f.Err)
+	case f.Dir && f.NoChartYAML:
+		return fmt.Errorf("%s is a directory without Chart.yaml", path)
+	case f.Irregular:
 		return fmt.Errorf("%s is neither a chart directory nor a .tgz", path)
 	}
 	return nil

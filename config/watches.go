@@ -52,15 +52,25 @@ func (w Watch) GVK() schema.GroupVersionKind {
 // resolved against the file's directory, else (helm-operator's meaning)
 // against the working directory.
 func LoadWatches(path string, resolve PluralResolver) (*Config, error) {
-	watches, err := readWatches(path)
+	snap, err := TakeSnapshot(path, true)
+	if err != nil {
+		return nil, err
+	}
+	return LoadSnapshot(snap, resolve)
+}
+
+// loadWatches is LoadSnapshot of a watches file.
+func loadWatches(snap *Snapshot, resolve PluralResolver) (*Config, error) {
+	path := snap.Path
+	watches, err := parseWatches(path, snap.Config)
 	if err != nil {
 		return nil, err
 	}
 	label := func(i int) string { return fmt.Sprintf("watches[%d] (%s)", i, watches[i].GVK()) }
-	cfg := &Config{Path: path, Dir: filepath.Dir(path), Resources: make([]Resource, len(watches)), label: label}
+	cfg := &Config{Path: path, Dir: filepath.Dir(path), Resources: make([]Resource, len(watches)), label: label, snap: snap}
 	var errs field.ErrorList
 	for i, w := range watches {
-		r, err := w.resource(path, field.NewPath("resources").Index(i), resolve)
+		r, err := w.resource(snap, field.NewPath("resources").Index(i), resolve)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -75,8 +85,9 @@ func LoadWatches(path string, resolve PluralResolver) (*Config, error) {
 	return cfg, nil
 }
 
-// resource is the chart entry the watch at p in the file at path means.
-func (w Watch) resource(path string, p *field.Path, resolve PluralResolver) (Resource, *field.Error) {
+// resource is the chart entry the watch at p in snap's watches file
+// means.
+func (w Watch) resource(snap *Snapshot, p *field.Path, resolve PluralResolver) (Resource, *field.Error) {
 	if w.Version == "" || w.Kind == "" {
 		return Resource{}, field.Required(p, "version and kind are required")
 	}
@@ -86,7 +97,7 @@ func (w Watch) resource(path string, p *field.Path, resolve PluralResolver) (Res
 	}
 	r := Resource{Group: w.Group, Version: w.Version, Resource: plural}
 	if w.Chart != "" {
-		r.Chart = watchedChart(path, w.Chart)
+		r.Chart = snap.Charts[w.Chart]
 	}
 	if len(w.OverrideValues) > 0 {
 		r.OverrideValues = Values(maps.Clone(w.OverrideValues))
@@ -110,6 +121,11 @@ func readWatches(path string) ([]Watch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading watches: %w", err)
 	}
+	return parseWatches(path, data)
+}
+
+// parseWatches parses the watches file at path, data.
+func parseWatches(path string, data []byte) ([]Watch, error) {
 	var watches []Watch
 	if err := yaml.Unmarshal(data, &watches); err != nil {
 		required := strings.Join(decode.FieldNames(reflect.TypeFor[Watch](), true), ", ")
@@ -132,7 +148,7 @@ func WatchedCharts(path string) []string {
 	var out []string
 	for _, w := range watches {
 		if w.Chart != "" {
-			out = append(out, watchedChart(path, w.Chart))
+			out = append(out, watchedChart(path, w.Chart, exists))
 		}
 	}
 	return out
@@ -140,8 +156,8 @@ func WatchedCharts(path string) []string {
 
 // watchedChart resolves a watches file's chart path: absolute, or
 // relative to the file's directory, else (helm-operator's meaning) to
-// the working directory.
-func watchedChart(file, chart string) string {
+// the working directory (exists says where a path is).
+func watchedChart(file, chart string, exists func(string) bool) string {
 	if filepath.IsAbs(chart) {
 		return chart
 	}

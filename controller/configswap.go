@@ -29,6 +29,10 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets [
 		return err
 	}
 	c.config.Store(cfg)
+	if c.opts.Wall != nil {
+		// The old generation's idle workers stop now.
+		c.opts.Wall.Current(sets)
+	}
 	entries := templates.Entries(sets)
 	c.entries.Store(&entries)
 	c.rec.ForgetUnconfigured()

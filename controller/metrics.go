@@ -13,6 +13,7 @@ import (
 
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/controller/ring"
 )
 
@@ -78,7 +79,11 @@ func NewMetrics() *Metrics {
 			Help: "1 while this replica may work: it holds the leader-election Lease, runs without leader election, or is a ring member; 0 while it stands by.",
 		}),
 	}
-	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime, m.buildInfo, m.leader,
+	compiles := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "stencil_config_compiles_total",
+		Help: "Config compiles in this process: one at start and one per reload tried (render workers compile the controller's snapshot, not counted here).",
+	}, func() float64 { return float64(reload.Compiles()) })
+	reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.served, m.reloadOK, m.reloadTime, m.buildInfo, m.leader, compiles,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queue = newQueueMetrics(reg)
 	m.reconcile = reconcile.NewMetrics(reg)

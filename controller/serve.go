@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/ha"
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/renderworker"
@@ -59,10 +60,18 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	metrics := NewMetrics()
 	metrics.RegisterClientMetrics()
 	metrics.SetBuildInfo(o.Version)
-	// A config file is checked before the cluster is touched; a watches
-	// file and every chart need discovery (plurals, .Capabilities).
+	// The watcher fingerprints the files first: a change made while
+	// they load is seen by its first poll.
+	watcher := reload.New(o.Source, o.ConfigPoll, nil, metrics.ConfigLoaded)
+	// A config file is compiled, once, before the cluster is touched; a
+	// watches file needs discovery (plurals) to compile.
+	var (
+		cfg  *config.Config
+		sets []*templates.Set
+		err  error
+	)
 	if !o.Source.Watches {
-		if _, _, err := reload.Load(o.Source.Path); err != nil {
+		if cfg, sets, err = o.Source.Load(); err != nil {
 			return &ConfigError{err}
 		}
 	}
@@ -80,10 +89,16 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		defer wall.Close()
 		o.Source.Wall = wall
 	}
-	watcher := reload.New(o.Source, o.ConfigPoll, nil, metrics.ConfigLoaded)
-	cfg, sets, err := o.Source.Load()
-	if err != nil {
-		return &ConfigError{err}
+	watcher.Source = o.Source
+	if cfg == nil {
+		if cfg, sets, err = o.Source.Load(); err != nil {
+			return &ConfigError{err}
+		}
+	} else {
+		o.Source.Attach(cfg, sets)
+	}
+	if wall != nil {
+		wall.Current(sets)
 	}
 	metrics.ConfigLoaded(true, time.Now())
 

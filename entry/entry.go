@@ -16,6 +16,7 @@
 package entry
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"slices"
@@ -96,7 +97,7 @@ func compile(cfg *config.Config, i int) (*Entry, field.ErrorList) {
 	}
 	e.Children = slices.Clone(r.Children)
 	if r.Chart != "" {
-		ch, err := loadChart(cfg.TemplatePath(r.Chart))
+		ch, err := loadChart(cfg, cfg.TemplatePath(r.Chart))
 		if err != nil {
 			return nil, field.ErrorList{field.Invalid(p.Child("chart"), r.Chart, fmt.Sprintf("%s: %v", r.Chart, err))}
 		}
@@ -118,10 +119,15 @@ func compile(cfg *config.Config, i int) (*Entry, field.ErrorList) {
 }
 
 // loadChart loads the chart directory or archive at path with Helm's
-// loader.
-func loadChart(path string) (*chartv2.Chart, error) {
+// loader, from the config's snapshot (a directory is packed there as
+// Helm's directory loader reads it).
+func loadChart(cfg *config.Config, path string) (*chartv2.Chart, error) {
 	chartLoads.Add(1)
-	loaded, err := loader.Load(path)
+	data, err := cfg.Snapshot().ChartArchive(path)
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := loader.LoadArchive(bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,9 @@ type Pool struct {
 	// (at most Size): they run out their render beside the pool.
 	lent int
 	slow func() (done func())
+	// current is the generation last made Current: a worker of another
+	// is not kept idle after its render.
+	current *generation
 }
 
 // Available reports whether renders can be walled here (Linux: RLIMIT_AS
@@ -141,16 +144,52 @@ func NewPool(opts Options) (*Pool, error) {
 	return p, nil
 }
 
-// Attach makes every set render through the pool, in workers that load
-// what h names: a generation of the config. Workers of an earlier
-// generation finish the render they run and are not given another once a
-// render of this one needs their place.
+// Attach makes every set render through the pool, in workers that
+// compile the snapshot h holds: a generation of the config. Workers of an
+// earlier generation finish the render they run and are not given another
+// once a render of this one needs their place; Current stops them sooner.
 func (p *Pool) Attach(h Hello, sets []*templates.Set) {
 	h.Version = protocolVersion
 	g := &generation{pool: p, hello: h}
 	for _, s := range sets {
 		s.SetWall(g)
 	}
+}
+
+// Current says the sets' generation is the one the controller now runs
+// (a reload was committed): the idle workers of every other generation
+// stop now, and a busy one when its render ends, instead of lingering
+// until their place is needed.
+func (p *Pool) Current(sets []*templates.Set) {
+	var g *generation
+	for _, s := range sets {
+		if sg, ok := s.Wall().(*generation); ok && sg.pool == p {
+			g = sg
+			break
+		}
+	}
+	if g == nil {
+		return
+	}
+	p.mu.Lock()
+	p.current = g
+	var old []*worker
+	keep := p.idle[:0]
+	for _, w := range p.idle {
+		if w.gen == g {
+			keep = append(keep, w)
+		} else {
+			old = append(old, w)
+		}
+	}
+	p.idle = keep
+	p.alive -= len(old)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	for _, w := range old {
+		go w.stop()
+	}
+	p.gauge()
 }
 
 // Close stops the idle workers; a busy one stops when its render ends.
@@ -185,16 +224,25 @@ type generation struct {
 	hello Hello
 }
 
-// Render renders parent in a worker of g's config.
+// Render renders parent in a worker of g's config. A worker lost to
+// something outside the render (a signal stencil did not send: the node's
+// OOM killer, a person) is not the render's doing: the render runs once
+// more in another worker, and only a second loss in a row is returned
+// (templates.ErrWorkerLost, transient).
 func (g *generation) Render(s *templates.Set, parent *view.Object, live templates.Live) (*templates.Result, error) {
 	p := g.pool
-	w, err := p.acquire(g)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", templates.ErrWallDown, err)
+	for attempt := 0; ; attempt++ {
+		w, err := p.acquire(g)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", templates.ErrWallDown, err)
+		}
+		r, keep, err := w.render(s, parent, live)
+		p.release(w, keep)
+		if attempt == 0 && errors.Is(err, templates.ErrWorkerLost) {
+			continue
+		}
+		return r, err
 	}
-	r, keep, err := w.render(s, parent, live)
-	p.release(w, keep)
-	return r, err
 }
 
 // acquire returns an idle worker of g, or starts one.
@@ -248,7 +296,10 @@ func (p *Pool) release(w *worker, keep bool) {
 		p.lent--
 		keep = false
 	}
-	if !keep || p.closed {
+	// A worker whose generation was replaced while it rendered is not
+	// kept either.
+	replaced := p.current != nil && w.gen != p.current
+	if !keep || p.closed || replaced {
 		if !w.lent {
 			p.alive--
 		}
@@ -303,7 +354,9 @@ func (p *Pool) start(g *generation) (*worker, error) {
 	}
 	diag := &headWriter{limit: diagnosticsBytes}
 	cmd := exec.Command(p.opts.Executable)
-	cmd.Env = append(append(os.Environ(), p.opts.Env...), envWorker+"=1")
+	// The snapshot's digest in its environment names the config it
+	// serves to anyone who looks (/proc/PID/environ).
+	cmd.Env = append(append(os.Environ(), p.opts.Env...), envWorker+"=1", EnvSnapshot+"="+g.hello.Snapshot.Digest)
 	cmd.ExtraFiles = []*os.File{reqR, resW}
 	cmd.Stdout, cmd.Stderr = diag, diag
 	cmd.SysProcAttr = sysProcAttr()
@@ -330,10 +383,7 @@ func (p *Pool) start(g *generation) (*worker, error) {
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, w.failStart(err)
 	}
-	switch {
-	case r.Stale:
-		return nil, w.failStart(errors.New("the config's files changed since stencil loaded them; renders wait for the reload"))
-	case r.Error != "":
+	if r.Error != "" {
 		return nil, w.failStart(errors.New(r.Error))
 	}
 	return w, nil
@@ -358,8 +408,15 @@ func (p *Pool) count(f func(m *Metrics)) {
 // kill kills the process; reap collects it.
 func (w *worker) kill() { _ = w.cmd.Process.Kill() }
 
-// reap closes the pipes and waits for the process to end.
+// reap closes the pipes and waits for the process to end. It marks the
+// worker finished first, under mu: demote, which holds mu while it
+// renices the process id, then either ran before the process was
+// reaped (its id still names it, a zombie at worst) or does nothing, so
+// that a recycled process id is never reniced.
 func (w *worker) reap() error {
+	w.mu.Lock()
+	w.finished = true
+	w.mu.Unlock()
 	w.waitOnce.Do(func() {
 		w.in.Close()
 		w.waitErr = w.cmd.Wait()
@@ -388,7 +445,7 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 	if err != nil {
 		return nil, true, &engine.RenderError{Err: fmt.Errorf("reading the resource: %w", err)}
 	}
-	req := request{GVR: s.Resource().GVR().String(), Parent: pv, Live: live != nil, CPUSeconds: b.TimeoutSeconds, MemoryMiB: b.MemoryMiB}
+	req := request{Snapshot: w.gen.hello.Snapshot.Digest, GVR: s.Resource().GVR().String(), Parent: pv, Live: live != nil, CPUSeconds: b.TimeoutSeconds, MemoryMiB: b.MemoryMiB}
 	timer := time.AfterFunc(time.Duration(b.TimeoutSeconds)*time.Second+killGrace, func() {
 		w.killed.Store(true)
 		w.kill()
@@ -569,6 +626,9 @@ const (
 	reasonCrash    = "crash"
 	reasonOutput   = "output"
 	reasonRetired  = "retired"
+	// reasonLost: lost from outside the render (LostError), an exit
+	// reason only: no render is blamed for it.
+	reasonLost = "lost"
 )
 
 // KilledError is a render whose worker died: the bound it hit, or what
@@ -586,15 +646,39 @@ func (e *KilledError) Error() string { return "render worker killed: " + e.Bound
 // Is makes a KilledError templates.ErrRenderKilled.
 func (e *KilledError) Is(target error) bool { return target == templates.ErrRenderKilled }
 
-// died collects a worker that stopped answering and says what ended it.
+// died collects a worker that stopped answering and says what ended it:
+// a bound of stencil's or the render's own failure (RenderKilled), or a
+// loss from outside the render (LostError, transient).
 func (w *worker) died(b budget.Limits, template string, cause error) error {
 	w.in.Close()
 	werr := w.reap()
 	ke := w.classify(b, werr)
+	if ke.Reason == reasonLost {
+		w.gen.pool.count(func(m *Metrics) { m.exits.WithLabelValues(reasonLost).Inc() })
+		w.gen.pool.opts.Logger.Info("Render worker lost from outside the render; the render is retried", "template", template, "cause", ke.Bound, "pipe", cause, "exit", werr)
+		return &engine.RenderError{Template: template, Err: &LostError{Cause: ke.Bound}}
+	}
 	w.gen.pool.count(func(m *Metrics) { m.killed.WithLabelValues(ke.Reason).Inc(); m.exits.WithLabelValues(ke.Reason).Inc() })
 	w.gen.pool.opts.Logger.Info("Render worker died", "template", template, "reason", ke.Reason, "bound", ke.Bound, "pipe", cause, "exit", werr)
 	return &engine.RenderError{Template: template, Err: ke}
 }
+
+// LostError is a render whose worker was lost to something outside the
+// render and stencil's bounds: a signal stencil did not send, or an exit
+// without a runtime error. It is templates.ErrWorkerLost: transient,
+// retried, never the resource's RenderKilled.
+type LostError struct {
+	// Cause says how the worker ended, e.g. "signal: killed".
+	Cause string
+}
+
+// Error reads "render worker lost: signal: killed (not by stencil)".
+func (e *LostError) Error() string {
+	return "render worker lost: " + e.Cause + " (not by stencil, nor a bound of the render; retried)"
+}
+
+// Is makes a LostError templates.ErrWorkerLost.
+func (e *LostError) Is(target error) bool { return target == templates.ErrWorkerLost }
 
 // classify names what ended a worker from how it exited and what it
 // printed first.
@@ -628,6 +712,13 @@ func (w *worker) classify(b budget.Limits, werr error) *KilledError {
 	}
 	if l := w.diag.firstLine(); l != "" {
 		what += ": " + l
+	}
+	if sig != 0 || (code != exitProtocol && strings.TrimSpace(diag) == "") {
+		// A signal stencil did not send (its own kills, at the deadline
+		// and the output bound, are told apart above, and SIGXCPU is the
+		// CPU bound's), or an exit that printed nothing: nothing the
+		// render did.
+		return &KilledError{Reason: reasonLost, Bound: what}
 	}
 	return &KilledError{Reason: reasonCrash, Bound: "it crashed (" + what + ")"}
 }
@@ -749,7 +840,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "stencil_render_worker_starts_total", Help: "Render worker processes started.",
 		}),
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stencil_render_worker_exits_total", Help: "Render workers that ended during a render, by reason: deadline, cpu, memory, stack, panic, crash, output, or retired (its address space grew, or a long render lowered its priority).",
+			Name: "stencil_render_worker_exits_total", Help: "Render workers that ended during a render, by reason: deadline, cpu, memory, stack, panic, crash, output, retired (its address space grew, or a long render lowered its priority), or lost (a signal stencil did not send, such as the OOM killer's: the render is retried, not blamed).",
 		}, []string{"reason"}),
 		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_renders_killed_total", Help: "Renders that killed their worker, by the bound hit: deadline, cpu, memory, stack, panic, crash, output.",
@@ -760,6 +851,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.exits.WithLabelValues(r)
 	}
 	m.exits.WithLabelValues(reasonRetired)
+	m.exits.WithLabelValues(reasonLost)
 	reg.MustRegister(m.workers, m.starts, m.exits, m.killed)
 	return m
 }

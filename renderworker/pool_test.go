@@ -82,32 +82,25 @@ func renderOK(t *testing.T, s *templates.Set) {
 
 // TestKilledWorkerIsReplaced kills a worker mid-render each way a render
 // can end one (its memory bound, its deadline, Go's fatal stack
-// overflow, SIGKILL from outside) and checks that the render fails with
+// overflow) and checks that the render fails with
 // RenderKilled naming the template and the bound, and that the next
 // render, in a replacement worker, succeeds.
 func TestKilledWorkerIsReplaced(t *testing.T) {
 	cases := []struct {
 		name, do, reason, bound string
 		env                     []string
-		kill                    bool
 	}{
 		{name: "memory", do: "allocate", reason: "memory", bound: "renderBudget.memoryMiB 256 MiB"},
 		{name: "deadline", do: "spin", reason: "deadline", bound: "renderBudget.timeoutSeconds 3s"},
 		{name: "fatal error", do: "recurse", reason: "stack", bound: "stack overflow", env: []string{envMaxStack + "=262144"}},
-		{name: "SIGKILL", do: "spin", reason: "crash", bound: "signal: killed", kill: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, m, reg := load(t, tc.env...)
 			renderOK(t, s)
-			var wg sync.WaitGroup
-			if tc.kill {
-				wg.Go(func() { killWorkerWhenBusy(t) })
-			}
 			start := time.Now()
 			_, err := s.RenderWith(probe("hostile", map[string]any{"do": tc.do}), nil)
 			took := time.Since(start)
-			wg.Wait()
 			if !errors.Is(err, templates.ErrRenderKilled) {
 				t.Fatalf("want a killed render, got %v", err)
 			}
@@ -131,6 +124,209 @@ func TestKilledWorkerIsReplaced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLostWorkerIsNotBlamed kills workers from outside the render, as the
+// node's OOM killer or a person would (SIGKILL): an idle worker killed
+// before a render costs that render nothing (it runs again in a new
+// worker), and a render whose worker is killed twice in a row fails with
+// ErrWorkerLost, transient, never RenderKilled.
+func TestLostWorkerIsNotBlamed(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		s, m, reg := load(t)
+		renderOK(t, s)
+		for i := range 3 {
+			killIdleWorkers(t)
+			renderOK(t, s)
+			if got := counterValue(t, reg, "stencil_render_worker_exits_total", "lost"); got != float64(i+1) {
+				t.Errorf("after %d idle kills: stencil_render_worker_exits_total{reason=lost} = %v", i+1, got)
+			}
+		}
+		for _, r := range []string{"crash", "memory", "deadline"} {
+			if got := testutil.ToFloat64(m.Killed(r)); got != 0 {
+				t.Errorf("stencil_renders_killed_total{reason=%q} = %v, want 0: no render killed its worker", r, got)
+			}
+		}
+	})
+	t.Run("mid-render, twice", func(t *testing.T) {
+		s, _, _ := load(t)
+		renderOK(t, s)
+		var wg sync.WaitGroup
+		wg.Go(func() { killWorkerWhenBusy(t); killWorkerWhenBusy(t) })
+		_, err := s.RenderWith(probe("slow", map[string]any{"do": "spin"}), nil)
+		wg.Wait()
+		if !errors.Is(err, templates.ErrWorkerLost) || errors.Is(err, templates.ErrRenderKilled) {
+			t.Fatalf("want ErrWorkerLost and not ErrRenderKilled, got %v", err)
+		}
+		if !strings.Contains(err.Error(), "signal: killed") {
+			t.Errorf("the error does not say how the worker ended: %v", err)
+		}
+		renderOK(t, s)
+	})
+}
+
+// TestWorkerRendersFromSnapshot deletes the config's directory after the
+// load and kills the worker: its replacement compiles the snapshot the
+// controller took, not the disk, and renders.
+func TestWorkerRendersFromSnapshot(t *testing.T) {
+	if !renderworker.Available() {
+		t.Skip("render workers need Linux")
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"stencil.yaml", "probe.yaml.tmpl", "status.yaml.tmpl"} {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	_, sets, err := reload.Source{Path: filepath.Join(dir, "stencil.yaml"), Wall: pool}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	renderOK(t, sets[0])
+	killIdleWorkers(t)
+	renderOK(t, sets[0])
+}
+
+// TestCurrentStopsOldWorkers loads two snapshots of one config into one
+// pool and makes the second current: the first's idle worker stops, and
+// every worker process left names the second snapshot in its environment.
+func TestCurrentStopsOldWorkers(t *testing.T) {
+	if !renderworker.Available() {
+		t.Skip("render workers need Linux")
+	}
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 2, Logger: klog.Background()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	dir := t.TempDir()
+	write := func(status string) {
+		for f, b := range map[string]string{"stencil.yaml": mustRead(t, "testdata/stencil.yaml"), "probe.yaml.tmpl": mustRead(t, "testdata/probe.yaml.tmpl"), "status.yaml.tmpl": status} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(mustRead(t, "testdata/status.yaml.tmpl"))
+	cfg1, old, err := reload.Source{Path: filepath.Join(dir, "stencil.yaml"), Wall: pool}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Current(old)
+	renderOK(t, old[0])
+	write(mustRead(t, "testdata/status.yaml.tmpl") + "\n# a new revision\n")
+	cfg2, cur, err := reload.Source{Path: filepath.Join(dir, "stencil.yaml"), Wall: pool}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg1.Snapshot().Digest == cfg2.Snapshot().Digest {
+		t.Fatal("two different configs have one digest")
+	}
+	pool.Current(cur)
+	renderOK(t, cur[0])
+	want := cfg2.Snapshot().Digest
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var digests []string
+		for _, pid := range children() {
+			digests = append(digests, workerSnapshot(pid))
+		}
+		if len(digests) == 1 && digests[0] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker processes serve %v, want only [%s]", digests, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func mustRead(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// workerSnapshot is the snapshot digest in a worker's environment.
+func workerSnapshot(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, renderworker.EnvSnapshot+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// killIdleWorkers SIGKILLs this process's worker children and waits until
+// they are gone from /proc's list of its live children.
+func killIdleWorkers(t *testing.T) {
+	t.Helper()
+	pids := children()
+	if len(pids) == 0 {
+		t.Fatal("no worker to kill")
+	}
+	for _, pid := range pids {
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %d still alive 5s after SIGKILL", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// alive says whether pid runs (a zombie, killed and not yet reaped, does
+// not).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// counterValue is the value of the series of name whose only label is
+// value, in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // killWorkerWhenBusy SIGKILLs the worker child of this process once it has

@@ -16,6 +16,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -30,7 +31,7 @@ import (
 // it is decoded.
 
 // protocolVersion changes with any change to the frames below.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // Frame kinds, controller to worker.
 const (
@@ -52,15 +53,15 @@ const (
 // envelope.
 const maxSmallFrame = 64 << 10
 
-// Hello tells a new worker what to load: the same source the controller
-// loaded, and the fingerprint of its files then, so that a worker never
-// renders with templates the controller does not have.
+// Hello tells a new worker what to load: the config snapshot the
+// controller compiled (its files' bytes, not their path), so that a worker
+// renders exactly what the controller loaded whatever the disk holds now.
 type Hello struct {
 	// Version is protocolVersion of the controller's binary.
 	Version int `json:"version"`
-	// Path is the config file, or the watches file (Watches).
-	Path    string `json:"path"`
-	Watches bool   `json:"watches,omitempty"`
+	// Snapshot is every file of the config as the controller read it
+	// once, at this load (config.TakeSnapshot).
+	Snapshot *config.Snapshot `json:"snapshot"`
 	// Plurals are the plurals discovery gave the controller for a
 	// watches file, by GroupVersionKind string: the worker asks no API
 	// server.
@@ -69,20 +70,18 @@ type Hello struct {
 	// controller loaded with.
 	Capabilities *common.Capabilities      `json:"capabilities,omitempty"`
 	AllowedKinds []schema.GroupVersionKind `json:"allowedKinds,omitempty"`
-	// Fingerprint is the config files' fingerprint the controller took
-	// before it loaded them (reload.Source.Fingerprint).
-	Fingerprint string `json:"fingerprint"`
 }
 
 // ready is the worker's answer to Hello.
 type ready struct {
 	Error string `json:"error,omitempty"`
-	// Stale says the files changed since the controller loaded them.
-	Stale bool `json:"stale,omitempty"`
 }
 
 // request is one render.
 type request struct {
+	// Snapshot is the digest of the config snapshot the render is for:
+	// a worker serves one snapshot and refuses a request for another.
+	Snapshot string `json:"snapshot"`
 	// GVR names the entry (its set) by schema.GroupVersionResource.String.
 	GVR string `json:"gvr"`
 	// Parent is the view of the custom resource; Spec and Status are

@@ -22,6 +22,11 @@ import (
 // its command line.
 const envWorker = "STENCIL_RENDER_WORKER"
 
+// EnvSnapshot is set in a worker's environment to the digest of the
+// config snapshot it serves (config.Snapshot.Digest): how a person or a
+// test tells which config a worker process renders.
+const EnvSnapshot = "STENCIL_RENDER_SNAPSHOT"
+
 // Exit statuses of a worker.
 const (
 	exitCPU      = 3 // its CPU-time bound (RLIMIT_CPU) was hit: SIGXCPU
@@ -33,10 +38,9 @@ const (
 // render left behind is given back to the system by the worker's exit.
 const retireGrowthMiB = 64
 
-// LoadFunc loads what Hello names: the sets of the config, by entry, as the
-// controller loaded them. stale says the files' fingerprint is not
-// Hello.Fingerprint (they changed since the controller loaded them).
-type LoadFunc func(h Hello) (sets []*templates.Set, stale bool, err error)
+// LoadFunc compiles what Hello holds: the sets of the config snapshot, by
+// entry, as the controller compiled them. It reads no file.
+type LoadFunc func(h Hello) (sets []*templates.Set, err error)
 
 // IsWorker reports whether this process was started as a render worker.
 func IsWorker() bool { return os.Getenv(envWorker) == "1" }
@@ -74,15 +78,23 @@ func serve(in io.Reader, out io.Writer, load LoadFunc) int {
 		_ = writeJSON(out, kindReady, ready{Error: fmt.Sprintf("protocol version %d, the controller speaks %d (a different binary)", protocolVersion, h.Version)})
 		return exitProtocol
 	}
-	sets, stale, err := load(h)
-	if err != nil || stale {
-		r := ready{Stale: stale}
-		if err != nil {
-			r.Error = err.Error()
-		}
-		_ = writeJSON(out, kindReady, r)
+	if h.Snapshot == nil {
+		_ = writeJSON(out, kindReady, ready{Error: "the hello holds no config snapshot"})
+		return exitProtocol
+	}
+	if err := h.Snapshot.Verify(); err != nil {
+		_ = writeJSON(out, kindReady, ready{Error: err.Error()})
+		return exitProtocol
+	}
+	sets, err := load(h)
+	if err != nil {
+		_ = writeJSON(out, kindReady, ready{Error: err.Error()})
 		return 1
 	}
+	digest := h.Snapshot.Digest
+	// The snapshot's bytes are compiled into the sets: the rest is not
+	// kept for the worker's life.
+	h.Snapshot = nil
 	byGVR := map[string]*templates.Set{}
 	for _, s := range sets {
 		byGVR[s.Resource().GVR().String()] = s
@@ -117,6 +129,12 @@ func serve(in io.Reader, out io.Writer, load LoadFunc) int {
 		req, err := parseRequest(body)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "render worker: request: %v\n", err)
+			return exitProtocol
+		}
+		if req.Snapshot != digest {
+			// A worker serves one snapshot; the controller never sends
+			// another's request, so this is a bug, not a render.
+			fmt.Fprintf(os.Stderr, "render worker: a request for config snapshot %s; this worker serves %s\n", req.Snapshot, digest)
 			return exitProtocol
 		}
 		if err := l.forRender(req.CPUSeconds, req.MemoryMiB); err != nil {

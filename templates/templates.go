@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -337,7 +336,7 @@ func LoadAll(cfg *config.Config, opts Options) ([]*Set, error) {
 // parseFile parses the file name into root's namespace, as a template of
 // that name (errors read "template: NAME:LINE: ...").
 func parseFile(cfg *config.Config, root *template.Template, name string, rev hash.Hash) error {
-	data, err := os.ReadFile(cfg.TemplatePath(name))
+	data, err := cfg.ReadFile(cfg.TemplatePath(name))
 	if err != nil {
 		return fmt.Errorf("reading template: %w", err)
 	}

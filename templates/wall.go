@@ -3,6 +3,8 @@ package templates
 import (
 	"errors"
 
+	"helm.sh/helm/v4/pkg/chart/common"
+
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/view"
 )
@@ -30,9 +32,28 @@ var ErrRenderKilled = errors.New("the render worker was killed")
 // the resource's own.
 var ErrWallDown = errors.New("no render worker could be started")
 
+// ErrWorkerLost is what a render wraps when its worker was lost to
+// something outside the render and stencil's bounds (the node's OOM
+// killer, a person's kill -9), twice in a row: transient, retried with
+// backoff, never remembered as the resource's own failure.
+var ErrWorkerLost = errors.New("the render worker was lost from outside the render")
+
 // SetWall makes RenderWith render through w; nil renders in this process.
 // It is set once, after Load and before the set is shared.
 func (s *Set) SetWall(w Wall) { s.wall = w }
+
+// SetCapabilities sets what a chart entry's render sees as
+// .Capabilities, as Options.Capabilities would at load: a set compiled
+// before the cluster was reached gets them once it is. Own templates do
+// not see them. Set it before the set is shared.
+func (s *Set) SetCapabilities(c *common.Capabilities) {
+	if s.res.Chart != "" {
+		s.capabilities = c
+	}
+}
+
+// Wall is the wall the set renders behind, or nil.
+func (s *Set) Wall() Wall { return s.wall }
 
 // Budget returns the render budget of the set's entry, its defaults
 // filled in: what bounds each render, and the worker that runs it.

@@ -13,6 +13,7 @@ type Metrics struct {
 	statusPatches    *prometheus.CounterVec
 	renderErrors     *prometheus.CounterVec
 	budgetExceeded   *prometheus.CounterVec
+	workersLost      *prometheus.CounterVec
 	dryRuns          *prometheus.CounterVec
 	rolloutResources *prometheus.GaugeVec
 	rolloutHalted    *prometheus.GaugeVec
@@ -40,6 +41,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		budgetExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_render_budget_exceeded_total", Help: "Renders stopped by their render budget (renderBudget).",
 		}, []string{"resource"}),
+		workersLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_render_workers_lost_total",
+			Help: "Renders whose worker was lost from outside the render twice in a row (a signal stencil did not send, such as the OOM killer's): retried with backoff, not blamed on the resource.",
+		}, []string{"resource"}),
 		dryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_drift_dry_runs_total",
 			Help: "Dry-run applies made where field ownership could not tell whether a child drifted, by kind.",
@@ -53,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while an entry's rollout is halted: maxFailed moved resources failed and others wait.",
 		}, []string{"resource"}),
 	}
-	reg.MustRegister(m.childWrites, m.statusPatches, m.renderErrors, m.budgetExceeded, m.dryRuns, m.rolloutResources, m.rolloutHalted)
+	reg.MustRegister(m.childWrites, m.statusPatches, m.renderErrors, m.budgetExceeded, m.workersLost, m.dryRuns, m.rolloutResources, m.rolloutHalted)
 	return m
 }
 
@@ -64,6 +69,7 @@ func (m *Metrics) Precreate(resource string, kinds []string, withRollout bool) {
 	m.statusPatches.WithLabelValues(resource)
 	m.renderErrors.WithLabelValues(resource)
 	m.budgetExceeded.WithLabelValues(resource)
+	m.workersLost.WithLabelValues(resource)
 	for _, k := range kinds {
 		for _, v := range []string{verbCreate, verbUpdate, verbDelete} {
 			m.childWrites.WithLabelValues(resource, k, v)

@@ -152,15 +152,14 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	r, err := entry.Set.RenderWith(obj, live)
 	if err == nil {
 		c.memory.RenderFailures.Forget(p.key)
+		c.memory.LostWorkers.Reset(p.key)
 		p.render = r
 		return c.converge(ctx, p)
 	}
-	if errors.Is(err, templates.ErrWallDown) {
-		// No worker could start (the config's files are changing, the
-		// machine is out of processes): not this resource's failure, so
-		// neither remembered nor reported; retried with backoff.
-		return fmt.Errorf("rendering %s: %w", p.key, err)
+	if errors.Is(err, templates.ErrWallDown) || errors.Is(err, templates.ErrWorkerLost) {
+		return c.renderUnavailable(ctx, p, err)
 	}
+	c.memory.LostWorkers.Reset(p.key)
 	c.opts.Metrics.renderErrors.WithLabelValues(entry.Label).Inc()
 	reason := status.ReasonRenderFailed
 	switch {
@@ -176,6 +175,31 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	// Nothing is applied or pruned when the render fails: a half-rendered set
 	// of children must not replace a working one.
 	return c.fail(ctx, p, reason, err)
+}
+
+// lostInARow is how many renders in a row may lose their worker from
+// outside before the resource reports it: one loss is retried at once by
+// the pool, and a node's OOM killer may take a worker now and then.
+const lostInARow = 3
+
+// renderUnavailable handles a render that did not run to its end for a
+// reason outside the resource: no worker could start (reported at once:
+// nothing is rendered for anyone), or its worker was lost from outside
+// (reported from the lostInARow-th loss in a row). Neither is remembered
+// as the resource's failure nor Stalled: the error is transient, and the
+// queue retries it with backoff.
+func (c *Reconciler) renderUnavailable(ctx context.Context, p *pass, err error) error {
+	err = fmt.Errorf("rendering %s: %w", p.key, err)
+	if errors.Is(err, templates.ErrWallDown) {
+		return c.fail(ctx, p, status.ReasonRenderUnavailable, err)
+	}
+	n := c.memory.LostWorkers.Add(p.key)
+	c.opts.Metrics.workersLost.WithLabelValues(p.entry.Label).Inc()
+	if n < lostInARow {
+		klog.FromContext(ctx).Info("Render worker lost from outside the render; retried", "inARow", n, "err", err.Error())
+		return err
+	}
+	return c.fail(ctx, p, status.ReasonRenderWorkerLost, fmt.Errorf("%w (%d renders in a row lost their worker: the node's OOM killer may act on what this render uses)", err, n))
 }
 
 // ForgetUnconfigured drops the same of every resource whose entry left the

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,16 +51,21 @@ type Source struct {
 	Wall *renderworker.Pool
 }
 
-// Load reads and validates the source and parses its templates (or
-// loads its charts): every check "stencil validate" makes.
+// Load takes a snapshot of the source's files (config.TakeSnapshot) and
+// compiles it: every check "stencil validate" makes. With a Wall, every
+// set renders in workers that compile the same snapshot, never the disk.
 func (s Source) Load() (*config.Config, []*templates.Set, error) {
-	var fingerprint string
-	if s.Wall != nil {
-		// Taken before the load: a worker whose files no longer hash the
-		// same refuses to start, so that no worker renders with templates
-		// this process does not have (the next poll reloads).
-		fingerprint = s.Fingerprint()
+	snap, err := config.TakeSnapshot(s.Path, s.Watches)
+	if err != nil {
+		return nil, nil, err
 	}
+	return s.Compile(snap)
+}
+
+// Compile compiles snap, once: the config validated, its templates parsed
+// and its charts loaded, from the snapshot's bytes. With a Wall, the sets
+// are attached to it (Attach).
+func (s Source) Compile(snap *config.Snapshot) (*config.Config, []*templates.Set, error) {
 	plurals := map[string]string{}
 	if s.Resolve != nil {
 		resolve := s.Resolve
@@ -71,27 +77,8 @@ func (s Source) Load() (*config.Config, []*templates.Set, error) {
 			return p, err
 		}
 	}
-	cfg, sets, err := s.load()
-	if err != nil {
-		return nil, nil, err
-	}
-	if s.Wall != nil {
-		s.Wall.Attach(renderworker.Hello{Path: s.Path, Watches: s.Watches, Plurals: plurals,
-			Capabilities: s.Options.Capabilities, AllowedKinds: s.Options.AllowedKinds, Fingerprint: fingerprint}, sets)
-	}
-	return cfg, sets, nil
-}
-
-func (s Source) load() (*config.Config, []*templates.Set, error) {
-	var (
-		cfg *config.Config
-		err error
-	)
-	if s.Watches {
-		cfg, err = config.LoadWatches(s.Path, s.Resolve)
-	} else {
-		cfg, err = config.Load(s.Path)
-	}
+	compiles.Add(1)
+	cfg, err := config.LoadSnapshot(snap, s.Resolve)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -99,16 +86,42 @@ func (s Source) load() (*config.Config, []*templates.Set, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	s.attach(cfg, sets, plurals)
 	return cfg, sets, nil
 }
 
-// WorkerLoad is a render worker's renderworker.LoadFunc: it loads what
-// the controller loaded, with the plurals discovery gave it, and says
-// whether the files still hash as they did then.
-func WorkerLoad(h renderworker.Hello) ([]*templates.Set, bool, error) {
-	s := Source{Path: h.Path, Watches: h.Watches,
+// Attach gives sets compiled without the cluster (Serve checks a config
+// file before it has a client) what Compile would have: the cluster's
+// capabilities (Options) and the Wall. Plurals come from no discovery: a
+// watches file is compiled with the client, by Compile.
+func (s Source) Attach(cfg *config.Config, sets []*templates.Set) {
+	for _, set := range sets {
+		set.SetCapabilities(s.Options.Capabilities)
+	}
+	s.attach(cfg, sets, nil)
+}
+
+func (s Source) attach(cfg *config.Config, sets []*templates.Set, plurals map[string]string) {
+	if s.Wall != nil {
+		s.Wall.Attach(renderworker.Hello{Snapshot: cfg.Snapshot(), Plurals: plurals,
+			Capabilities: s.Options.Capabilities, AllowedKinds: s.Options.AllowedKinds}, sets)
+	}
+}
+
+// compiles counts Compile calls in this process (Compiles).
+var compiles atomic.Int64
+
+// Compiles is how many times this process compiled a config: one at start
+// and one per reload tried (stencil_config_compiles_total).
+func Compiles() int64 { return compiles.Load() }
+
+// WorkerLoad is a render worker's renderworker.LoadFunc: it compiles the
+// snapshot the controller compiled, with the plurals discovery gave it. It
+// reads no file: what the disk holds now does not matter.
+func WorkerLoad(h renderworker.Hello) ([]*templates.Set, error) {
+	s := Source{Path: h.Snapshot.Path, Watches: h.Snapshot.Watches,
 		Options: templates.Options{Capabilities: h.Capabilities, AllowedKinds: h.AllowedKinds}}
-	if h.Watches {
+	if h.Snapshot.Watches {
 		s.Resolve = func(gvk schema.GroupVersionKind) (string, error) {
 			if p, ok := h.Plurals[gvk.String()]; ok {
 				return p, nil
@@ -116,14 +129,11 @@ func WorkerLoad(h renderworker.Hello) ([]*templates.Set, bool, error) {
 			return "", fmt.Errorf("the controller resolved no plural for %s", gvk)
 		}
 	}
-	if s.Fingerprint() != h.Fingerprint {
-		return nil, true, nil
-	}
-	_, sets, err := s.load()
+	cfg, err := config.LoadSnapshot(h.Snapshot, s.Resolve)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return sets, s.Fingerprint() != h.Fingerprint, nil
+	return templates.LoadAll(cfg, s.Options)
 }
 
 // Watcher polls a config file and the templates it names.

@@ -59,11 +59,14 @@ type resourceState struct {
 	// hooksWarned is the generation whose chart hooks a Warning event
 	// listed (HooksWarned); 0: none.
 	hooksWarned int64
+	// lost counts the renders in a row whose worker was lost from
+	// outside (lostworkers.go).
+	lost int
 }
 
 // empty reports whether nothing is remembered.
 func (s *resourceState) empty() bool {
-	return s.fight == nil && !s.sent && len(s.refused) == 0 && s.render == nil && s.hooksWarned == 0
+	return s.fight == nil && !s.sent && len(s.refused) == 0 && s.render == nil && s.hooksWarned == 0 && s.lost == 0
 }
 
 // States holds the state of every resource; New makes it with its views.
@@ -163,6 +166,7 @@ type Memory struct {
 	Status         Status
 	Refusals       Refusals
 	RenderFailures RenderFailures
+	LostWorkers    LostWorkers
 	Terminating    Terminating
 	DryRuns        DryRuns
 }
@@ -177,5 +181,6 @@ func New(burst int, interval time.Duration) *Memory {
 		Status:         Status{states: states},
 		Refusals:       Refusals{states: states},
 		RenderFailures: RenderFailures{states: states},
+		LostWorkers:    LostWorkers{states: states},
 	}
 }

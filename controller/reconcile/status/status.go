@@ -44,7 +44,15 @@ const (
 	// ReasonRenderKilled: the render killed its worker (a bound the
 	// kernel or the deadline enforces, a fatal error); the message names
 	// the template and the bound.
-	ReasonRenderKilled      = "RenderKilled"
+	ReasonRenderKilled = "RenderKilled"
+	// ReasonRenderUnavailable: no render worker could be started (the
+	// machine is out of processes or memory): not the resource's
+	// failure; retried with backoff, never Stalled.
+	ReasonRenderUnavailable = "RenderUnavailable"
+	// ReasonRenderWorkerLost: the resource's renders lost their worker
+	// from outside (a signal stencil did not send, such as the node's
+	// OOM killer's) several times in a row; retried, never Stalled.
+	ReasonRenderWorkerLost  = "RenderWorkerLost"
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonOwnershipConflict = "OwnershipConflict"
 	ReasonPaused            = "Paused"
