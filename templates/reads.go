@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -28,11 +27,8 @@ import (
 // chart mode. The render itself asks nothing: a render worker holds no
 // cache, and one render reads one consistent set of objects.
 //
-// What a template sees of a read object (ReadView) is the object without
-// what changes on every write (resourceVersion, managedFields), a
-// Secret's data only when the read says secretData, and no status for a
-// kind stencil itself serves: that status is stencil's own output, and a
-// render that read it would re-render its peers on every status patch.
+// What a template sees of a read object is ReadView's (readview.go): an
+// allowlist, which the read informers' transform applies too.
 
 // funcRead is the template function that returns a read.
 const funcRead = "read"
@@ -295,30 +291,6 @@ func refOf(u *unstructured.Unstructured, served bool) ReadRef {
 		ref.ResourceVersion = u.GetResourceVersion()
 	}
 	return ref
-}
-
-// ReadView is u as a read's templates see it: a copy without
-// resourceVersion and managedFields; a Secret's data values blanked (its
-// key names kept) and stringData dropped unless rd.SecretData; no status
-// when served (a kind stencil serves, whose status is its own output).
-func ReadView(u *unstructured.Unstructured, rd config.Read, served bool) map[string]any {
-	out := runtime.DeepCopyJSON(u.Object)
-	if md, ok := out["metadata"].(map[string]any); ok {
-		delete(md, "managedFields")
-		delete(md, "resourceVersion")
-	}
-	if served {
-		delete(out, "status")
-	}
-	if u.GetKind() == "Secret" && u.GroupVersionKind().Group == "" && !rd.SecretData {
-		delete(out, "stringData")
-		if data, ok := out["data"].(map[string]any); ok {
-			for k := range data {
-				data[k] = ""
-			}
-		}
-	}
-	return out
 }
 
 // readFunc is read: the value of a declared read, from the render's

@@ -91,8 +91,10 @@ type scope struct {
 	namespace string
 	// name, when set, is the one object a fixed read watches.
 	name string
-	// full keeps a Secret's data in the cache: some read of the scope
-	// says secretData.
+	// full keeps a Secret's data in the cache: the scope's reads say
+	// secretData (or are not of Secrets). It is part of the key, so a
+	// Secret read with and without secretData are two informers, and the
+	// latter's cache holds only what templates.Readable lets it.
 	full bool
 }
 
@@ -291,23 +293,16 @@ func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind) *scoped {
 	}
 	s.inf = dynamicinformer.NewFilteredDynamicInformer(w.opts.Dynamic, sc.gvr, sc.namespace, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
-	secret := gvk.Group == "" && gvk.Kind == "Secret"
 	_ = s.inf.SetTransform(func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
+		// The view's allowlist, before the object enters the cache: the
+		// cache never holds what no read of the scope may see (a Secret's
+		// data and annotations when sc.full is false, last-applied and
+		// managedFields always). The object is fresh from the decoder,
+		// so it is reduced in place.
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			templates.Readable(u.Object, sc.full)
 		}
-		u.SetManagedFields(nil)
-		if secret && !sc.full {
-			// No read of this scope may see a Secret's data: it never
-			// enters the cache (its key names do).
-			if data, ok := u.Object["data"].(map[string]any); ok {
-				for k := range data {
-					data[k] = ""
-				}
-			}
-		}
-		return u, nil
+		return obj, nil
 	})
 	_ = s.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		s.mu.Lock()
