@@ -31,6 +31,13 @@ type RenderBudget struct {
 	// holds when it starts (RLIMIT_AS, package renderworker): the wall the
 	// kernel enforces, whatever a library's allocation the counts missed.
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// ResultNodes bounds the values (every mapping, list and scalar) of
+	// one render's result, children and status together. Bytes alone do
+	// not bound what a result costs the process that decodes it: 5 MiB
+	// of "[{},{},...]" decodes to about 118 MiB of Go maps. The worker
+	// refuses a result past it before sending it, and the controller
+	// counts again before it decodes.
+	ResultNodes int64 `json:"resultNodes,omitempty"`
 }
 
 // DefaultRenderBudget is the budget of an entry that sets none, about one
@@ -43,11 +50,15 @@ type RenderBudget struct {
 // any tenant data as stored, toJson of a whole spec included. The clock
 // (timeoutSeconds) is the backstop, well above what the counts allow, so
 // that a loaded machine does not fail a render the counts let through.
-var DefaultRenderBudget = RenderBudget{Steps: 3_000_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100, TimeoutSeconds: 5, MemoryMiB: 512}
+//
+// resultNodes is ten times what the largest chart the project renders
+// gives with every feature on (bitnami nginx: see
+// TestResultNodesFitRealCharts), and decodes to a few MiB at most.
+var DefaultRenderBudget = RenderBudget{Steps: 3_000_000, StringBytes: 4 << 20, ListItems: 100_000, IncludeDepth: 100, TimeoutSeconds: 5, MemoryMiB: 512, ResultNodes: 50_000}
 
 // renderBudgetMax is how far an entry may raise each bound: a budget is a
 // safety net, not a way to switch it off.
-var renderBudgetMax = RenderBudget{Steps: 500_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000, TimeoutSeconds: 60, MemoryMiB: 16384}
+var renderBudgetMax = RenderBudget{Steps: 500_000_000, StringBytes: 64 << 20, ListItems: 10_000_000, IncludeDepth: 1000, TimeoutSeconds: 60, MemoryMiB: 16384, ResultNodes: 10_000_000}
 
 // WithDefaults returns b with every zero field set to its default.
 func (b RenderBudget) WithDefaults() RenderBudget {
@@ -70,10 +81,13 @@ func (b RenderBudget) WithDefaults() RenderBudget {
 	if b.MemoryMiB > 0 {
 		d.MemoryMiB = b.MemoryMiB
 	}
+	if b.ResultNodes > 0 {
+		d.ResultNodes = b.ResultNodes
+	}
 	return d
 }
 
 // String describes the budget for logs and errors.
 func (b RenderBudget) String() string {
-	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d, timeoutSeconds %d, memoryMiB %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth, b.TimeoutSeconds, b.MemoryMiB)
+	return fmt.Sprintf("steps %d, stringBytes %d, listItems %d, includeDepth %d, timeoutSeconds %d, memoryMiB %d, resultNodes %d", b.Steps, b.StringBytes, b.ListItems, b.IncludeDepth, b.TimeoutSeconds, b.MemoryMiB, b.ResultNodes)
 }

@@ -166,7 +166,7 @@ func TestParseConfigErrors(t *testing.T) {
 				web + "rollout.maxInFlight: 0: must be a whole number of at least 1",
 				web + `rollout.maxFailed: "150%": must be a percentage from 1% to 100%`}},
 		{"bad renderBudget", "resources:" + entry + "    templates: [web/service.yaml.tmpl]\n    renderBudget: {steps: 0, listItems: big, includeDepth: 5000, stepz: 1}\n",
-			[]string{web + `renderBudget.stepz: unknown field "stepz" (known: steps, stringBytes, listItems, includeDepth, timeoutSeconds, memoryMiB)`,
+			[]string{web + `renderBudget.stepz: unknown field "stepz" (known: steps, stringBytes, listItems, includeDepth, timeoutSeconds, memoryMiB, resultNodes)`,
 				web + "renderBudget.listItems: must be a whole number, not a string",
 				web + "renderBudget.steps: 0: must be a whole number from 1 to 500000000",
 				web + "renderBudget.includeDepth: 5000: must be a whole number from 1 to 1000"}},

@@ -38,7 +38,7 @@ resources:
       - {apiVersion: cert-manager.io/v1, kind: Certificate, resource: certificates}
     allowPermissionGrants: true
     rollout: {maxInFlight: 3, maxFailed: "10%"}
-    renderBudget: {steps: 3000000, stringBytes: 4194304, listItems: 100000, includeDepth: 100, timeoutSeconds: 5, memoryMiB: 512}
+    renderBudget: {steps: 3000000, stringBytes: 4194304, listItems: 100000, includeDepth: 100, timeoutSeconds: 5, memoryMiB: 512, resultNodes: 50000}
   - group: charts.example.com
     version: v1
     resource: hellos

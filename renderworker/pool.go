@@ -739,6 +739,15 @@ func fromResult(res result, b budget.Limits) (*templates.Result, error) {
 		return nil, errors.Join(errs...)
 	}
 	r := &templates.Result{StatusWaits: res.StatusWaits, Waits: res.Waits, Release: res.Release, Hooks: res.Hooks, Notes: res.Notes, Dropped: res.Dropped}
+	// Counted before anything is decoded: the worker refuses such a
+	// result itself, and this process does not take its word for it.
+	nodes := jsonNodes(res.Status)
+	for _, raw := range res.Children {
+		nodes += jsonNodes(raw)
+	}
+	if nodes > b.ResultNodes {
+		return nil, &engine.RenderError{Err: budgetError{fmt.Errorf("the render's result holds %d values, more than renderBudget.resultNodes (%d)", nodes, b.ResultNodes)}}
+	}
 	for i, raw := range res.Children {
 		if int64(len(raw)) > b.StringBytes {
 			return nil, &engine.RenderError{Err: fmt.Errorf("rendered object %d is %d bytes, over renderBudget.stringBytes (%d)", i+1, len(raw), b.StringBytes)}

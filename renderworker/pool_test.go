@@ -2,6 +2,7 @@ package renderworker_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +21,7 @@ import (
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/view"
 )
 
@@ -419,4 +421,95 @@ func TestWorkerReadsLiveChildren(t *testing.T) {
 	if got, want := r.Children[0].Object, in.Children[0].Object; !reflect.DeepEqual(got, want) {
 		t.Errorf("through the worker %v, in this process %v", got, want)
 	}
+}
+
+// TestResultNodesBound: a render whose result holds more values than
+// renderBudget.resultNodes is refused naming the bound, and a result
+// under it is returned whole.
+func TestResultNodesBound(t *testing.T) {
+	s, _, _ := load(t)
+	r, err := s.RenderWith(probe("few", map[string]any{"do": "values", "rows": int64(10), "cols": int64(100)}), nil)
+	if err != nil {
+		t.Fatalf("1,000 values: %v", err)
+	}
+	if items, _ := r.Children[0].Object["items"].([]any); len(items) != 1000 {
+		t.Fatalf("1,000 values: %d items came back", len(items))
+	}
+	_, err = s.RenderWith(probe("many", map[string]any{"do": "values", "rows": int64(60), "cols": int64(1000)}), nil)
+	if !errors.Is(err, budget.ErrExceeded) || !strings.Contains(err.Error(), "renderBudget.resultNodes") || !strings.Contains(err.Error(), "50000") {
+		t.Fatalf("60,000 values: want a budget error naming renderBudget.resultNodes and its value, got %v", err)
+	}
+	renderOK(t, s)
+}
+
+// TestTinyValuesStayInTheWorker renders four results of about 3 MiB of
+// empty mappings at once (1.2 million values in all, 80 MiB or more of
+// Go maps if decoded) and samples this process's resident memory
+// meanwhile: it stays within 20% of where it was (plus 8 MiB of slack
+// for the frames and the test itself), because the workers refuse such
+// results before they are sent.
+func TestTinyValuesStayInTheWorker(t *testing.T) {
+	if !renderworker.Available() {
+		t.Skip("render workers need Linux")
+	}
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 4, Logger: klog.Background()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	_, sets, err := reload.Source{Path: "testdata/stencil.yaml", Wall: pool}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	renderOK(t, sets[0])
+	debug.FreeOSMemory()
+	before := rssKiB(t)
+	peak := before
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+				peak = max(peak, rssKiB(t))
+			}
+		}
+	})
+	var renders sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		renders.Go(func() {
+			_, errs[i] = sets[0].RenderWith(probe(fmt.Sprintf("tiny-%d", i), map[string]any{"do": "values", "rows": int64(300), "cols": int64(1000)}), nil)
+		})
+	}
+	renders.Wait()
+	close(done)
+	sampler.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, budget.ErrExceeded) || !strings.Contains(err.Error(), "renderBudget.resultNodes") {
+			t.Errorf("render %d: want the node bound, got %v", i, err)
+		}
+	}
+	t.Logf("resident memory: %d KiB before, %d KiB at its peak during 4 renders of 300,000 values each", before, peak)
+	if float64(peak) > 1.2*float64(before)+8<<10 {
+		t.Errorf("resident memory went from %d KiB to %d KiB: over 20%% (plus 8 MiB)", before, peak)
+	}
+}
+
+// rssKiB is this process's resident set, from /proc/self/status.
+func rssKiB(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -340,6 +340,45 @@ func appendString(buf *bytes.Buffer, s string) error {
 	return nil
 }
 
+// jsonNodes counts the values of the JSON text b (every object, array,
+// string, number, true, false and null, nested ones included, keys not),
+// without decoding it: what decoding it would cost, counted in a pass
+// that allocates nothing. Both ends count with it: the worker before it
+// sends a result, the controller before it decodes one. It is exact for
+// valid JSON and never reads past b's end for any input.
+func jsonNodes(b []byte) int64 {
+	var n int64
+	prev := byte(0) // the last byte outside strings and whitespace; 0 at the start
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			// A string, a value until a ':' says it was a key.
+			n++
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			n++
+		case ':':
+			n--
+		case ',', ']', '}':
+		default:
+			// A number or literal starts after a structural byte (or at
+			// the start); its other bytes follow one of its own.
+			if prev == 0 || prev == ',' || prev == ':' || prev == '[' {
+				n++
+			}
+		}
+		prev = c
+	}
+	return n
+}
+
 // decodeValue decodes what encodeValue wrote: integers as int64, other
 // numbers as float64. encoding/json bounds the nesting it decodes, so a
 // deep value from a worker cannot exhaust the controller's stack.

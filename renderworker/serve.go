@@ -179,10 +179,16 @@ func renderOne(in io.Reader, out io.Writer, byGVR map[string]*templates.Set, req
 		return result{Errors: toWireErrors(err)}
 	}
 	res := result{StatusWaits: r.StatusWaits, Waits: r.Waits, Release: r.Release, Hooks: r.Hooks, Notes: r.Notes, Dropped: r.Dropped}
+	// Counted as encoded: a result past the bound is refused here, and
+	// never reaches the controller's heap.
+	nodes, bound := int64(0), s.Budget().ResultNodes
 	for _, c := range r.Children {
 		b, err := encodeValue(c.Object)
 		if err != nil {
 			return result{Errors: []wireError{{Message: fmt.Sprintf("encoding %s %s: %v", c.GetKind(), c.GetName(), err)}}}
+		}
+		if nodes += jsonNodes(b); nodes > bound {
+			return result{Errors: []wireError{overNodes(bound, fmt.Sprintf("%s %s", c.GetKind(), c.GetName()))}}
 		}
 		res.Children = append(res.Children, b)
 	}
@@ -190,8 +196,16 @@ func renderOne(in io.Reader, out io.Writer, byGVR map[string]*templates.Set, req
 		if res.Status, err = encodeValue(r.Status); err != nil {
 			return result{Errors: []wireError{{Message: fmt.Sprintf("encoding the status: %v", err)}}}
 		}
+		if nodes += jsonNodes(res.Status); nodes > bound {
+			return result{Errors: []wireError{overNodes(bound, "the status")}}
+		}
 	}
 	return res
+}
+
+// overNodes is the error of a result whose values passed bound at what.
+func overNodes(bound int64, what string) wireError {
+	return wireError{Budget: true, Message: fmt.Sprintf("the render's result holds more than %d values (renderBudget.resultNodes), counted up to %s", bound, what)}
 }
 
 // toWireErrors flattens a render's joined errors.

@@ -56,7 +56,7 @@ const StepTextFunc = "__stencil_step_text"
 // its defaults applied (templates converts one to the other). The meter
 // owns its type so that it imports nothing of stencil's.
 type Limits struct {
-	Steps, StringBytes, ListItems, IncludeDepth, TimeoutSeconds, MemoryMiB int64
+	Steps, StringBytes, ListItems, IncludeDepth, TimeoutSeconds, MemoryMiB, ResultNodes int64
 }
 
 // Meter counts the work of one render against its limits. It is not safe
