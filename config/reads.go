@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -205,10 +207,111 @@ func validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
 }
 
 // parseReadTemplate checks that a computed name or label value parses as
-// a template (executed over the resource, package templates).
+// a template of the bounded kind ParseReadTemplate takes.
 func parseReadTemplate(p *field.Path, text string) field.ErrorList {
-	if _, err := template.New(p.String()).Option("missingkey=zero").Parse(text); err != nil {
-		return field.ErrorList{field.Invalid(p, text, fmt.Sprintf("does not parse as a template: %v", err))}
+	if _, err := ParseReadTemplate(p.String(), text); err != nil {
+		return field.ErrorList{field.Invalid(p, text, err.Error())}
+	}
+	return nil
+}
+
+// readTemplateFuncs are the functions a computed read name or label value
+// may call: text/template's builtins whose cost is at most linear in what
+// they are given (a field of the resource, whose size the API server
+// bounds), and none that loops or pads (printf's width).
+var readTemplateFuncs = map[string]bool{
+	"print": true, "index": true, "len": true, "not": true, "and": true, "or": true,
+	"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
+}
+
+// ParseReadTemplate parses a computed read name or label value (a
+// template over the resource, run in the controller when the read is
+// resolved). Such a template runs outside the render wall, so it is held
+// to a kind whose cost is bounded by its own length times the resource's
+// size: field references, if and with, and the builtins
+// readTemplateFuncs names; no range, no template or block, no printf.
+// Executed over an object the API server stores (at most about 1.5 MiB),
+// it cannot loop, nest loops or pad, whatever the tenant's values
+// (TestReadTemplatesAreBounded).
+func ParseReadTemplate(name, text string) (*template.Template, error) {
+	t, err := template.New(name).Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("does not parse as a template: %w", err)
+	}
+	for _, tt := range t.Templates() {
+		if tt.Name() != name {
+			return nil, fmt.Errorf("defines template %q: a computed name is one expression over the resource (field references, if, with and %s)", tt.Name(), strings.Join(slices.Sorted(maps.Keys(readTemplateFuncs)), ", "))
+		}
+		if tt.Tree != nil {
+			if err := boundedReadNode(tt.Tree.Root); err != nil {
+				return nil, fmt.Errorf("%w: a computed name runs in the controller, so it takes field references, if, with and %s only", err, strings.Join(slices.Sorted(maps.Keys(readTemplateFuncs)), ", "))
+			}
+		}
+	}
+	return t, nil
+}
+
+// boundedReadNode refuses every node of a read template that could cost
+// more than linear work in the resource: loops, template calls and
+// functions outside readTemplateFuncs.
+func boundedReadNode(n parse.Node) error {
+	switch x := n.(type) {
+	case nil:
+		return nil
+	case *parse.ListNode:
+		if x == nil {
+			return nil
+		}
+		for _, c := range x.Nodes {
+			if err := boundedReadNode(c); err != nil {
+				return err
+			}
+		}
+	case *parse.TextNode, *parse.CommentNode, *parse.FieldNode, *parse.VariableNode, *parse.DotNode,
+		*parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.NilNode:
+	case *parse.ActionNode:
+		return boundedReadNode(x.Pipe)
+	case *parse.PipeNode:
+		if x == nil {
+			return nil
+		}
+		for _, c := range x.Cmds {
+			if err := boundedReadNode(c); err != nil {
+				return err
+			}
+		}
+	case *parse.CommandNode:
+		for _, a := range x.Args {
+			if err := boundedReadNode(a); err != nil {
+				return err
+			}
+		}
+	case *parse.ChainNode:
+		return boundedReadNode(x.Node)
+	case *parse.IdentifierNode:
+		if !readTemplateFuncs[x.Ident] {
+			return fmt.Errorf("calls %s", x.Ident)
+		}
+	case *parse.IfNode:
+		return boundedBranch(&x.BranchNode)
+	case *parse.WithNode:
+		return boundedBranch(&x.BranchNode)
+	case *parse.RangeNode:
+		return errors.New("ranges")
+	case *parse.TemplateNode:
+		return fmt.Errorf("calls template %q", x.Name)
+	default:
+		return fmt.Errorf("holds %s", n)
+	}
+	return nil
+}
+
+// boundedBranch checks an if's or with's pipeline and both its lists.
+func boundedBranch(b *parse.BranchNode) error {
+	for _, n := range []parse.Node{b.Pipe, b.List, b.ElseList} {
+		if err := boundedReadNode(n); err != nil {
+			return err
+		}
 	}
 	return nil
 }

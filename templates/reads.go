@@ -120,7 +120,7 @@ func compileReads(res config.Resource) (map[string]*template.Template, error) {
 		if !config.IsTemplate(text) {
 			return
 		}
-		t, err := template.New(key).Option("missingkey=zero").Parse(text)
+		t, err := config.ParseReadTemplate(key, text)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			return
