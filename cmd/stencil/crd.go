@@ -32,7 +32,7 @@ func crdCommand(args []string, stdout, stderr io.Writer) int {
 	if len(objs) == 0 {
 		fmt.Fprintf(stderr, "stencil crd: %s: no entry has a schema\n", cfg.Path)
 	}
-	if err := writeYAML(&documents{w: stdout}, objs); err != nil {
+	if err := writeYAML(&documents{w: stdout}, objs, unbounded); err != nil {
 		fmt.Fprintf(stderr, "stencil crd: %v\n", err)
 		return exitFailed
 	}

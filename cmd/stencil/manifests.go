@@ -56,7 +56,7 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
 		return exitFailed
 	}
-	if err := writeYAML(&documents{w: stdout}, objs); err != nil {
+	if err := writeYAML(&documents{w: stdout}, objs, unbounded); err != nil {
 		fmt.Fprintf(stderr, "stencil manifests: %v\n", err)
 		return exitFailed
 	}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -216,7 +217,15 @@ func renderOne(out *documents, stderr io.Writer, where string, set *templates.Se
 	if r.StatusWaits {
 		fmt.Fprintf(stderr, "stencil render: %s: waits: the status template reads a child that does not exist\n", where)
 	}
-	if err := writeYAML(out, r.Children); err != nil {
+	// Printed within what the wall lets one render return: YAML indents a
+	// list once per level, so a result well within it can print
+	// thousands of times larger (a list 9,990 deep, 40 KB, prints 95 MB).
+	if err := writeYAML(out, r.Children, renderworker.OutputBound(set.Budget())); err != nil {
+		var over *overBoundError
+		if errors.As(err, &over) {
+			fmt.Fprintf(stderr, "stencil render: %s: %v of one render's output (%d times renderBudget.stringBytes); nothing of this render is printed\n", where, err, renderworker.OutputObjects)
+			return false
+		}
 		fmt.Fprintf(stderr, "stencil render: %s: %v\n", where, err)
 		return false
 	}
@@ -276,7 +285,7 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	// The Role for the Lease, to create in the namespace stencil runs in,
 	// follows the ClusterRole.
-	if err := writeYAML(&documents{w: stdout}, []any{cr, install.LeaseRole(*name + "-leader-election")}); err != nil {
+	if err := writeYAML(&documents{w: stdout}, []any{cr, install.LeaseRole(*name + "-leader-election")}, unbounded); err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed
 	}
