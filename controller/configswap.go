@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/templates"
 )
 
@@ -18,13 +19,25 @@ import (
 // refused verbs). It works before Run too (a standby replica keeps its
 // config current), and is safe to call while workers run.
 func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) error {
+	var beforeCommit func(context.Context) error
 	if c.opts.ManageCRDs {
-		// First: a reload whose CRD the API server refuses is refused whole.
-		if err := applyCRDs(ctx, c.opts.Dynamic, templates.Entries(sets), c.mayWrite("") == nil); err != nil {
+		// First, the dry run: a reload whose CRD the API server refuses
+		// is refused whole. The writes come last, once the registry has
+		// prepared and checked everything else, just before the swap.
+		changes, err := reconcile.PlanCRDs(ctx, c.opts.Dynamic, templates.Entries(sets))
+		if err != nil {
 			return fmt.Errorf("%s: %w", cfg.Path, err)
 		}
+		if len(changes) > 0 && c.mayWrite("") == nil {
+			beforeCommit = func(ctx context.Context) error {
+				if err := writeCRDs(ctx, c.opts.Dynamic, changes); err != nil {
+					return fmt.Errorf("%s: %w", cfg.Path, err)
+				}
+				return nil
+			}
+		}
 	}
-	gvrs, err := c.reg.Reconfigure(ctx, cfg, sets)
+	gvrs, err := c.reg.Reconfigure(ctx, cfg, sets, beforeCommit)
 	if err != nil {
 		return err
 	}

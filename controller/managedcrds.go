@@ -15,10 +15,12 @@ import (
 )
 
 // Managed CRDs (run --manage-crds): the CRDs generated from the entries
-// with a schema are applied at start and on every reload, before the
-// config is swapped in. Each is first sent as a dry run, all of them, so a
-// CRD the API server refuses refuses the reload whole and changes nothing;
-// then each is applied with server-side apply where the dry run's answer
+// with a schema are applied at start and on every reload, just before the
+// config is swapped in. Each is first sent as a dry run, all of them,
+// before the reload prepares anything, so a CRD the API server refuses
+// refuses the reload whole; the writes come once every other check of the
+// reload (RBAC, the informers' sync) has passed, so a reload refused for
+// any reason has written nothing; then each is applied with server-side apply where the dry run's answer
 // differs from the live CRD (reconcile.PlanCRDs, the decision "stencil
 // diff --manage-crds" prints): a restart costs no write, and a hand-edited
 // CRD is put back. A CRD is never deleted: removing an entry would
@@ -33,6 +35,11 @@ func applyCRDs(ctx context.Context, client dynamic.Interface, entries []*entry.E
 	if err != nil || !mayWrite {
 		return err
 	}
+	return writeCRDs(ctx, client, changes)
+}
+
+// writeCRDs applies the CRD changes PlanCRDs decided.
+func writeCRDs(ctx context.Context, client dynamic.Interface, changes []reconcile.CRDChange) error {
 	crds := client.Resource(registry.CRDResource)
 	logger := klog.FromContext(ctx)
 	for _, c := range changes {

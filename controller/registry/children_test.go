@@ -31,7 +31,7 @@ func TestClusterScopedChildKindIsRefusedOnceAndAReloadAddingOneIsRefused(t *test
 	h2.mapper.Add(configMapGVK, meta.RESTScopeRoot)
 	h2.build(small, smallSets)
 	before := h2.reg.Parent(webappGVR)
-	_, err := h2.reg.Reconfigure(h2.ctx, cfg, sets)
+	_, err := h2.reg.Reconfigure(h2.ctx, cfg, sets, nil)
 	if err == nil || !strings.Contains(err.Error(), "ConfigMap") || !strings.Contains(err.Error(), "cluster-scoped") {
 		t.Fatalf("Reconfigure = %v, want an error naming the cluster-scoped ConfigMap", err)
 	}

@@ -114,8 +114,11 @@ func sameWatch(a, b config.Resource) bool {
 // changes nothing. It works before Start too (a standby replica keeps its
 // config current), and is safe to call while workers read the registry.
 // It returns the configured resources, each of whose custom resources the
-// caller renders again.
-func (r *Registry) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) ([]schema.GroupVersionResource, error) {
+// caller renders again. beforeCommit, when set, runs once everything is
+// prepared and checked and before the swap: the reload's writes (its
+// CRDs), so that a reload refused has written nothing; its error refuses
+// the reload.
+func (r *Registry) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set, beforeCommit func(context.Context) error) ([]schema.GroupVersionResource, error) {
 	if cfg == nil {
 		return nil, errors.New("registry: Reconfigure needs a config")
 	}
@@ -134,6 +137,12 @@ func (r *Registry) Reconfigure(ctx context.Context, cfg *config.Config, sets []*
 	p, err := r.prepare(ctx, cfg, sets, running, have, refused, runCtx, childCtx)
 	if err != nil {
 		return nil, err
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(ctx); err != nil {
+			p.discard()
+			return nil, err
+		}
 	}
 	r.commit(ctx, p)
 	return slices.Collect(maps.Keys(p.next)), nil

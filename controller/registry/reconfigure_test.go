@@ -29,7 +29,7 @@ func TestReconfigureWithoutConfigOrTemplatesIsAnError(t *testing.T) {
 		{"no config", nil, nil},
 		{"no template set for the entry", cfg, nil},
 	} {
-		if _, err := h.reg.Reconfigure(h.ctx, tt.cfg, tt.sets); err == nil {
+		if _, err := h.reg.Reconfigure(h.ctx, tt.cfg, tt.sets, nil); err == nil {
 			t.Errorf("%s: Reconfigure = nil, want an error", tt.name)
 		}
 	}
@@ -49,7 +49,7 @@ func TestReloadWhoseInformersCannotSyncLeavesTheRunningConfigServing(t *testing.
 
 	// The config gains a ConfigMap child that stencil may not list.
 	next, nextSets := testConfig(t, entries{configMapChild: true})
-	_, err := h.reg.Reconfigure(h.ctx, next, nextSets)
+	_, err := h.reg.Reconfigure(h.ctx, next, nextSets, nil)
 	if err == nil || !strings.Contains(err.Error(), "configmaps") || !apierrors.IsForbidden(err) {
 		t.Fatalf("Reconfigure = %v, want a Forbidden error naming configmaps", err)
 	}
@@ -72,7 +72,7 @@ func TestReloadWhoseInformersCannotSyncLeavesTheRunningConfigServing(t *testing.
 	// Once stencil may list ConfigMaps, the same reload commits, and keeps
 	// the webapps informers (it watches the same objects).
 	h.api.forbid.Store(false)
-	gvrs, err := h.reg.Reconfigure(h.ctx, next, nextSets)
+	gvrs, err := h.reg.Reconfigure(h.ctx, next, nextSets, nil)
 	must(t, err)
 	if !slices.Equal(gvrs, []schema.GroupVersionResource{webappGVR}) {
 		t.Errorf("Reconfigure = %v, want the resources to render again: %v", gvrs, webappGVR)
@@ -130,7 +130,7 @@ func TestReloadsRacingWithReadersAndCRDEventsEndOnTheLastConfig(t *testing.T) {
 		if i%2 == 1 {
 			cfg, sets = cfgSmall, setsSmall
 		}
-		if _, err := h.reg.Reconfigure(h.ctx, cfg, sets); err != nil {
+		if _, err := h.reg.Reconfigure(h.ctx, cfg, sets, nil); err != nil {
 			t.Errorf("reload %d: %v", i, err)
 		}
 	}
@@ -155,7 +155,7 @@ func TestReloadAddingABuiltinResourcePublishesItsKind(t *testing.T) {
 	h.build(cfg, sets)
 	// ConfigMaps as parents: served by the API server itself, no CRD.
 	next, nextSets := testConfig(t, entries{configMapParent: true})
-	_, err := h.reg.Reconfigure(h.ctx, next, nextSets)
+	_, err := h.reg.Reconfigure(h.ctx, next, nextSets, nil)
 	must(t, err)
 	if entry := h.reg.Parent(configMapGVR); entry == nil || !entry.Builtin || !entry.Served || entry.GVK != configMapGVK {
 		t.Fatalf("configmaps entry = %+v, want built-in, served, of kind ConfigMap", entry)
