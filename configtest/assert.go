@@ -1,6 +1,7 @@
 package configtest
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -21,12 +23,31 @@ import (
 //	waits     the templates that wait, as "T waits for Kind/name, which ..."
 //
 // Each must evaluate to true. A failure prints the expression, what it
-// came to, and, where its top is a comparison, both sides' values.
+// came to, where its top is a comparison both sides' values, and what it
+// read of which objects (seen.go).
+//
+// Each assertion runs under a cost limit, cel-go's runtime cost (about
+// one unit per step: a field read, a comparison, an iteration of a
+// comprehension): a comprehension typed wrong (a nested exists over a
+// thousand-element list, three deep) is 10^9 steps and would hang CI; it
+// fails its case at the limit instead, within about a second. Programs
+// are optimized (cel.OptOptimize): a constant list is built once, not on
+// every iteration, where the cost model would not count its elements.
+
+// DefaultCostLimit is an assertion's cost limit where neither its case
+// nor its file sets costLimit: the API server's own limit for one CEL
+// expression (k8s.io/apiserver celconfig.PerCallLimit, "roughly 0.1
+// second"), so an assertion may do what a CRD's validation rule may. A
+// realistic assertion costs far less: an exists over a render of 1,000
+// objects comparing two fields of each costs about 10,000.
+const DefaultCostLimit = 1_000_000
 
 // assertion is one compiled assertion of a case.
 type assertion struct {
 	Assertion
 	prog cel.Program
+	// limit is its cost limit.
+	limit uint64
 	// sides are the operands of a top-level comparison, to print what
 	// the assertion saw; nil otherwise.
 	sides []side
@@ -65,9 +86,16 @@ func compileAssertions(files []*File) (map[*Case][]*assertion, error) {
 	out := map[*Case][]*assertion{}
 	for _, f := range files {
 		for _, c := range f.Cases {
+			limit := uint64(DefaultCostLimit)
+			switch {
+			case c.CostLimit != nil:
+				limit = uint64(*c.CostLimit)
+			case f.CostLimit > 0:
+				limit = uint64(f.CostLimit)
+			}
 			for i, a := range c.Assert {
 				field := fmt.Sprintf("cases[%d] (%s).assert[%d]", c.index, c.Name, i)
-				compiled, err := compileAssertion(env, a)
+				compiled, err := compileAssertion(env, a, limit)
 				if err != nil {
 					return nil, &FileError{File: c.file, Field: field, Err: err}
 				}
@@ -78,8 +106,9 @@ func compileAssertions(files []*File) (map[*Case][]*assertion, error) {
 	return out, nil
 }
 
-// compileAssertion compiles a, and the sides of its comparison.
-func compileAssertion(env *cel.Env, a Assertion) (*assertion, error) {
+// compileAssertion compiles a, and the sides of its comparison, each to
+// run under limit.
+func compileAssertion(env *cel.Env, a Assertion, limit uint64) (*assertion, error) {
 	checked, iss := env.Compile(a.Expr)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("%q: %w", a.Expr, iss.Err())
@@ -87,11 +116,11 @@ func compileAssertion(env *cel.Env, a Assertion) (*assertion, error) {
 	if t := checked.OutputType(); t != cel.BoolType && t != cel.DynType {
 		return nil, fmt.Errorf("%q is a %s, want a bool", a.Expr, t)
 	}
-	prog, err := env.Program(checked)
+	prog, err := env.Program(checked, cel.CostLimit(limit), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%q: %w", a.Expr, err)
 	}
-	out := &assertion{Assertion: a, prog: prog}
+	out := &assertion{Assertion: a, prog: prog, limit: limit}
 	root := checked.NativeRep().Expr()
 	if root.Kind() == ast.CallKind {
 		call := root.AsCall()
@@ -108,7 +137,7 @@ func compileAssertion(env *cel.Env, a Assertion) (*assertion, error) {
 					out.sides = nil
 					break
 				}
-				p, err := env.Program(sideAST)
+				p, err := env.Program(sideAST, cel.CostLimit(limit), cel.EvalOptions(cel.OptOptimize))
 				if err != nil {
 					out.sides = nil
 					break
@@ -125,11 +154,20 @@ func (a *assertion) check(r *rendered, resource *unstructured.Unstructured) stri
 	vars := activation(r, resource)
 	val, _, err := a.prog.Eval(vars)
 	head := "assert " + a.Expr
+	if len(a.Expr) > maxExprShown {
+		// A generated expression can be kilobytes; its start names it.
+		head = "assert " + strings.ToValidUTF8(a.Expr[:maxExprShown], "") + "..."
+	}
 	if a.Message != "" {
 		head = a.Message + " (" + head + ")"
 	}
+	if overLimit(err) {
+		// Its sides and what it read would cost as much again, and say
+		// nothing the limit does not.
+		return fmt.Sprintf("%s: stopped at its cost limit of %d (the case's or file's costLimit raises it; docs/testing-configs.md)", head, a.limit)
+	}
 	if err != nil {
-		return head + ": " + err.Error() + hint(err)
+		return head + ": " + err.Error() + hint(err) + a.looked(r, resource)
 	}
 	if b, ok := val.Value().(bool); ok && b {
 		return ""
@@ -147,7 +185,28 @@ func (a *assertion) check(r *rendered, resource *unstructured.Unstructured) stri
 	if len(saw) > 0 {
 		msg += "\n    " + strings.Join(saw, "\n    ")
 	}
-	return msg
+	return msg + a.looked(r, resource)
+}
+
+// looked runs a again over values that record what it reads, and says
+// what it read of which objects ("" when nothing).
+func (a *assertion) looked(r *rendered, resource *unstructured.Unstructured) string {
+	vars, roots, listed := seenActivation(r, resource)
+	// Its result is the one already reported; only the reads count.
+	_, _, _ = a.prog.Eval(vars)
+	if s := lookedAt(roots, *listed); s != "" {
+		return "\n    " + strings.ReplaceAll(s, "\n", "\n    ")
+	}
+	return ""
+}
+
+// maxExprShown is how much of an assertion a failure prints.
+const maxExprShown = 200
+
+// overLimit says whether err is an evaluation stopped at its cost limit.
+func overLimit(err error) bool {
+	var cancelled interpreter.EvalCancelledError
+	return errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded
 }
 
 // hint adds what a missing field usually means.

@@ -35,6 +35,9 @@ type File struct {
 	Path string
 	// Cases are its cases.
 	Cases []*Case
+	// CostLimit is the file's costLimit: each of its assertions' cost
+	// limit, unless its case sets one; 0 means DefaultCostLimit.
+	CostLimit int64
 }
 
 // Case is one test case (docs/testing-configs.md).
@@ -64,10 +67,16 @@ type Case struct {
 	// Error, when set, says the render must fail with a message holding
 	// this text.
 	Error string `json:"error,omitempty"`
+	// CostLimit, when set, is the cost limit of each of the case's
+	// assertions, over the file's costLimit and DefaultCostLimit.
+	CostLimit *int64 `json:"costLimit,omitempty"`
 
 	// file is the test file the case is in; index its place there.
 	file  string
 	index int
+	// golden is Golden resolved (symlinks followed) inside the roots: the
+	// file read and written; goldenName is how messages name it.
+	golden, goldenName string
 	// resource and observed are the decoded objects.
 	resource *unstructured.Unstructured
 	observed []*unstructured.Unstructured
@@ -146,10 +155,11 @@ func Find(configPath string, paths []string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// Load reads and checks the test file at path: every field known, every
-// case named once, with a resource and something to check, every file it
-// names there.
-func Load(path string) (*File, error) {
+// Load reads and checks the test file at path, for the config at
+// configPath: every field known, every case named once, with a resource
+// and something to check, every file it names there, and inside the test
+// file's directory tree or the config's (symlinks followed).
+func Load(path, configPath string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &FileError{File: path, Err: err}
@@ -159,7 +169,8 @@ func Load(path string) (*File, error) {
 		return nil, &FileError{File: path, Err: fmt.Errorf("not valid YAML: %w", err)}
 	}
 	var top struct {
-		Cases []json.RawMessage `json:"cases"`
+		Cases     []json.RawMessage `json:"cases"`
+		CostLimit *int64            `json:"costLimit,omitempty"`
 	}
 	d := json.NewDecoder(bytes.NewReader(js))
 	d.DisallowUnknownFields()
@@ -170,10 +181,20 @@ func Load(path string) (*File, error) {
 		return nil, &FileError{File: path, Field: "cases", Err: errors.New("no cases")}
 	}
 	f := &File{Path: path}
+	if top.CostLimit != nil {
+		if *top.CostLimit < 1 {
+			return nil, &FileError{File: path, Field: "costLimit", Err: fmt.Errorf("is %d, want at least 1", *top.CostLimit)}
+		}
+		f.CostLimit = *top.CostLimit
+	}
+	rts, err := newRoots(path, configPath)
+	if err != nil {
+		return nil, &FileError{File: path, Err: err}
+	}
 	names := map[string]int{}
 	var errs []error
 	for i, raw := range top.Cases {
-		c, err := loadCase(path, i, raw)
+		c, err := loadCase(path, rts, i, raw)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -191,8 +212,9 @@ func Load(path string) (*File, error) {
 	return f, nil
 }
 
-// loadCase decodes cases[i] of the file at path.
-func loadCase(path string, i int, raw json.RawMessage) (*Case, error) {
+// loadCase decodes cases[i] of the file at path, whose files resolve
+// inside rts.
+func loadCase(path string, rts roots, i int, raw json.RawMessage) (*Case, error) {
 	field := fmt.Sprintf("cases[%d]", i)
 	fail := func(sub string, err error) error {
 		if sub != "" {
@@ -219,7 +241,24 @@ func loadCase(path string, i int, raw json.RawMessage) (*Case, error) {
 	if c.Error != "" && (c.Golden != "" || len(c.Assert) > 0) {
 		return nil, fail("error", errors.New("a case that expects an error has no render to check: drop golden and assert"))
 	}
-	objs, err := objects(path, c.Resource)
+	if c.CostLimit != nil && *c.CostLimit < 1 {
+		return nil, fail("costLimit", fmt.Errorf("is %d, want at least 1", *c.CostLimit))
+	}
+	base := filepath.Dir(path)
+	if c.Golden != "" {
+		// Checked here, before any case runs: --update writes nothing
+		// when a file is invalid.
+		golden, err := rts.resolve(base, c.Golden)
+		if err != nil {
+			return nil, fail("golden", err)
+		}
+		c.golden = golden
+		c.goldenName = c.Golden
+		if !filepath.IsAbs(c.goldenName) {
+			c.goldenName = filepath.Join(base, c.goldenName)
+		}
+	}
+	objs, err := objects(rts, base, c.Resource)
 	if err != nil {
 		return nil, fail("resource", err)
 	}
@@ -235,7 +274,7 @@ func loadCase(path string, i int, raw json.RawMessage) (*Case, error) {
 		c.resource.SetGeneration(1)
 	}
 	for j, o := range c.Observed {
-		objs, err := objects(path, o)
+		objs, err := objects(rts, base, o)
 		if err != nil {
 			return nil, fail(fmt.Sprintf("observed[%d]", j), err)
 		}
@@ -247,7 +286,7 @@ func loadCase(path string, i int, raw json.RawMessage) (*Case, error) {
 		c.observed = append(c.observed, objs...)
 	}
 	for j, o := range c.Reads {
-		objs, err := objects(path, o)
+		objs, err := objects(rts, base, o)
 		if err != nil {
 			return nil, fail(fmt.Sprintf("reads[%d]", j), err)
 		}
@@ -256,14 +295,14 @@ func loadCase(path string, i int, raw json.RawMessage) (*Case, error) {
 	return c, nil
 }
 
-// objects reads raw, a file name (relative to the test file at path) or
-// an object inline, into objects.
-func objects(path string, raw json.RawMessage) ([]*unstructured.Unstructured, error) {
+// objects reads raw, a file name (relative to base, the test file's
+// directory, and resolved inside rts) or an object inline, into objects.
+func objects(rts roots, base string, raw json.RawMessage) ([]*unstructured.Unstructured, error) {
 	var name string
 	if json.Unmarshal(raw, &name) == nil {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(path), p)
+		p, err := rts.resolve(base, name)
+		if err != nil {
+			return nil, err
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {

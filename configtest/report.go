@@ -8,21 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pmezard/go-difflib/difflib"
-
 	"stencil.dev/stencil/templates"
 )
-
-// unifiedDiff is a unified diff of two texts.
-func unifiedDiff(fromName, toName, from, to string) string {
-	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(from), B: difflib.SplitLines(to), FromFile: fromName, ToFile: toName, Context: 3,
-	})
-	if err != nil {
-		return err.Error()
-	}
-	return indent(d)
-}
 
 // Summary counts results.
 type Summary struct {

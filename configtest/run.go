@@ -252,12 +252,11 @@ func ignorePath(obj map[string]any, path []string) {
 	}
 }
 
-// golden compares the render with c's golden file, or writes it.
+// golden compares the render with c's golden file, or writes it. The
+// file's path was resolved inside the test's roots when the file loaded;
+// messages name it as the test file does.
 func (r *Runner) golden(c *Case, got *rendered, res *Result) {
-	path := c.Golden
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(filepath.Dir(c.file), path)
-	}
+	path, name := c.golden, c.goldenName
 	data, err := yaml.Marshal(got.document(c.Ignore))
 	if err != nil {
 		res.Failures = append(res.Failures, err.Error())
@@ -270,7 +269,7 @@ func (r *Runner) golden(c *Case, got *rendered, res *Result) {
 				err = os.WriteFile(path, data, 0o644)
 			}
 			if err != nil {
-				res.Failures = append(res.Failures, fmt.Sprintf("writing %s: %v", path, err))
+				res.Failures = append(res.Failures, fmt.Sprintf("writing %s: %v", name, err))
 				return
 			}
 			res.Updated = true
@@ -279,7 +278,7 @@ func (r *Runner) golden(c *Case, got *rendered, res *Result) {
 	}
 	want, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		res.Failures = append(res.Failures, fmt.Sprintf("golden file %s does not exist (stencil test --update writes it)", path))
+		res.Failures = append(res.Failures, fmt.Sprintf("golden file %s does not exist (stencil test --update writes it)", name))
 		return
 	}
 	if err != nil {
@@ -287,8 +286,8 @@ func (r *Runner) golden(c *Case, got *rendered, res *Result) {
 		return
 	}
 	if string(want) != string(data) {
-		res.Failures = append(res.Failures, fmt.Sprintf("the render differs from %s (--update rewrites it):\n%s", path,
-			unifiedDiff(path, "render", string(want), string(data))))
+		res.Failures = append(res.Failures, fmt.Sprintf("the render differs from %s (--update rewrites it):\n%s", name,
+			indent(goldenDiff(name, "render", string(want), string(data), objectLabel(c.resource)))))
 	}
 }
 

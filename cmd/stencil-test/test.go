@@ -61,7 +61,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 	var loaded []*configtest.File
 	var loadErrs []error
 	for _, f := range files {
-		tf, err := configtest.Load(f)
+		tf, err := configtest.Load(f, *cfgPath)
 		if err != nil {
 			loadErrs = append(loadErrs, err)
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,7 +159,8 @@ func TestStencilTestCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	stencil(t, "", "test", "--config", path).expect(t, 1, []string{
-		"FAIL ", "the app reads the database's address", "the render differs from", "-          - --quiet", "+          - --silent", "2 passed, 1 failed",
+		"FAIL ", "the app reads the database's address", "the render differs from",
+		"@@ Deployment team-a/g .spec.template.spec.containers[0].args[0] @@ -44,7 +44,7\n", "-          - --quiet", "+          - --silent", "2 passed, 1 failed",
 	}, nil)
 	if err := os.WriteFile(app, []byte(gadgetApp), 0o644); err != nil {
 		t.Fatal(err)
@@ -187,6 +189,7 @@ func TestStencilTestFailures(t *testing.T) {
 `})
 	stencil(t, "", "test", "--config", path).expect(t, 1, []string{
 		"FAIL ", "wrong replicas", "got false", "objects.filter(o, o.kind == \"Deployment\")[0].spec.replicas = 2",
+		"looked at:\n            Deployment team-a/g: .kind = \"Deployment\", .spec.replicas = 2\n            only the kind or name of: Service team-a/g-db\n",
 		"no error comes", `want a render that fails with "render budget"; it rendered 1 children`,
 		"refused by the CRD", "the resource is refused by its entry's CRD: spec.colour: not in the schema",
 		"0 passed, 3 failed",
@@ -323,4 +326,99 @@ func TestStencilTestCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	stencil(t, "", "test", "--config", path, "--min-coverage", "100").expect(t, 0, []string{"coverage: 2 of 2 template branches taken (100.0%)"}, nil)
+}
+
+// TestStencilTestCostLimit: an assertion of 10^9 steps (a comprehension
+// three deep over a thousand numbers) fails its case at its cost limit
+// within a second or two, naming itself and the limit, and the other
+// cases still run; a file's costLimit lowers the limit for its cases.
+func TestStencilTestCostLimit(t *testing.T) {
+	nums := make([]string, 1000)
+	for i := range nums {
+		nums[i] = fmt.Sprint(i)
+	}
+	l := "[" + strings.Join(nums, ",") + "]"
+	loop := l + ".all(i, " + l + ".all(j, " + l + ".all(k, i + j + k >= 0)))"
+	path := writeGadgetConfig(t, map[string]string{"loop.yaml": `cases:
+  - name: loops
+    resource: objects/gadget.yaml
+    assert: ["` + loop + `"]
+  - name: passes
+    resource: objects/gadget.yaml
+    assert: ["objects.size() == 1"]
+`, "low.yaml": `costLimit: 3
+cases:
+  - name: a realistic assertion under a limit of 3
+    resource: objects/gadget.yaml
+    assert: ["objects.exists(o, o.kind == 'Service' && o.metadata.name == 'g-db')"]
+`})
+	start := time.Now()
+	r := stencil(t, "", "test", "--config", path)
+	took := time.Since(start)
+	r.expect(t, 1, []string{
+		"FAIL " + filepath.Join(filepath.Dir(path), "tests", "loop.yaml") + ": loops", "    assert [0,1,2,3,",
+		"...: stopped at its cost limit of 1000000 (the case's or file's costLimit raises it; docs/testing-configs.md)",
+		"PASS " + filepath.Join(filepath.Dir(path), "tests", "loop.yaml") + ": passes",
+		"a realistic assertion under a limit of 3", "assert objects.exists(o, o.kind == 'Service' && o.metadata.name == 'g-db'): stopped at its cost limit of 3 (",
+		"1 passed, 2 failed",
+	}, nil)
+	t.Logf("3 cases, one of 10^9 steps: %s", took.Round(time.Millisecond))
+	if took > 3*time.Second && !raceEnabled {
+		t.Errorf("took %s, want a second or two (and the renders)", took)
+	}
+}
+
+// TestStencilTestGoldenOutside: a golden or fixture path that leaves the
+// test file's and the config's directories, as written or through a
+// symlink, is an invalid test file: exit 2 naming the file and the
+// field, and --update writes nothing, not even the other cases' goldens.
+func TestStencilTestGoldenOutside(t *testing.T) {
+	for _, c := range []struct{ name, field, value string }{
+		{"up two levels", "golden", "../../escaped-golden.yaml"},
+		{"a symlinked directory", "golden", "out/escaped-golden.yaml"},
+		{"a fixture", "observed", "[../../escaped-fixture.yaml]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeGadgetConfig(t, map[string]string{"a.yaml": `cases:
+  - {name: fine, resource: objects/gadget.yaml, golden: golden/fine.yaml}
+  - {name: escapes, resource: objects/gadget.yaml, assert: ["true"], ` + c.field + `: ` + c.value + `}
+`})
+			cfg := filepath.Dir(path)
+			outside := filepath.Join(t.TempDir(), "outside")
+			if err := os.MkdirAll(outside, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(cfg, "tests", "out")); err != nil {
+				t.Fatal(err)
+			}
+			before := listFiles(t, filepath.Dir(cfg))
+			r := stencil(t, "", "test", "--config", path, "--update")
+			file := filepath.Join(cfg, "tests", "a.yaml")
+			if r.code != 2 || !strings.Contains(r.stderr, file+": cases[1] (escapes)."+c.field) || !strings.Contains(r.stderr, "outside the test file's directory") {
+				t.Errorf("exit %d, want 2 naming %s and the field %s:\n%s%s", r.code, file, c.field, r.stdout, r.stderr)
+			}
+			if after := listFiles(t, filepath.Dir(cfg)); !slices.Equal(before, after) {
+				t.Errorf("--update wrote files: before %v, after %v", before, after)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("--update wrote through the symlink: %v", ents)
+			}
+		})
+	}
+}
+
+// listFiles lists every file under dir.
+func listFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -1,0 +1,6 @@
+//go:build !race
+
+package configtest
+
+// raceEnabled: see race_test.go.
+const raceEnabled = false
