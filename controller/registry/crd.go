@@ -116,7 +116,7 @@ func StripCRD(obj any) (any, error) {
 			established = append(established, map[string]any{"type": m["type"], "status": m["status"]})
 		}
 	}
-	md := map[string]any{"name": crd.GetName(), "resourceVersion": crd.GetResourceVersion(), "uid": string(crd.GetUID())}
+	md := map[string]any{"name": crd.GetName(), "resourceVersion": crd.GetResourceVersion(), "uid": string(crd.GetUID()), "generation": crd.GetGeneration()}
 	if ts := crd.GetDeletionTimestamp(); ts != nil {
 		md["deletionTimestamp"] = ts.UTC().Format(time.RFC3339)
 	}
@@ -221,6 +221,7 @@ func (r *Registry) refreshLocked(ctx context.Context, g schema.GroupVersionResou
 		logger.Info("Waiting for CRD", "gvr", g.String(), "crd", g.Resource+"."+g.Group)
 	}
 	r.served(&next)
+	r.relistOnSchemaChangeLocked(ctx, g, entry, &next)
 	if r.runCtx != nil {
 		switch {
 		case next.Served && next.stop == nil:

@@ -49,6 +49,9 @@ type Parent struct {
 	stop context.CancelFunc
 	// logged: the resource's state was logged once ("Waiting for CRD").
 	logged bool
+	// crdGeneration is the generation of its CRD when last looked at
+	// (relist.go); 0 before the CRD was seen.
+	crdGeneration int64
 }
 
 // Running reports whether the resource's informers run.
@@ -120,6 +123,31 @@ func (r *Registry) newParentKind(ctx context.Context, path string, res config.Re
 // makeParentInformers gives entry a fresh set of informers: an informer that
 // was stopped cannot run again. gate is newParentKind's.
 func (r *Registry) makeParentInformers(ctx context.Context, entry *Parent, gate *pending) error {
+	if err := r.newParentInformers(ctx, entry, gate); err != nil {
+		return err
+	}
+	return r.addParentHandlers(entry)
+}
+
+// addParentHandlers adds the ParentHandler hook to entry's informers; on
+// an informer already running, the handler is first told of every object
+// its cache holds.
+func (r *Registry) addParentHandlers(entry *Parent) error {
+	h := r.opts.Hooks.ParentHandler
+	if h == nil {
+		return nil
+	}
+	g := entry.Res.GVR()
+	for _, inf := range entry.Informers {
+		if _, err := inf.AddEventHandler(h(g)); err != nil {
+			return fmt.Errorf("adding event handler for %s: %w", g, err)
+		}
+	}
+	return nil
+}
+
+// newParentInformers makes entry's informers, without the event handler.
+func (r *Registry) newParentInformers(ctx context.Context, entry *Parent, gate *pending) error {
 	g := entry.Res.GVR()
 	entry.Informers = map[string]cache.SharedIndexInformer{}
 	namespaces := ScopeNamespaces(r.opts.Namespace, entry.Res.Namespaces)
@@ -133,11 +161,6 @@ func (r *Registry) makeParentInformers(ctx context.Context, entry *Parent, gate 
 		if t := r.opts.Hooks.ParentTransform; t != nil {
 			if err := inf.SetTransform(t); err != nil {
 				return fmt.Errorf("informer for %s: %w", g, err)
-			}
-		}
-		if h := r.opts.Hooks.ParentHandler; h != nil {
-			if _, err := inf.AddEventHandler(h(g)); err != nil {
-				return fmt.Errorf("adding event handler for %s: %w", g, err)
 			}
 		}
 		r.watchErrors(ctx, inf, func() bool { return r.crdServes(entry) }, gate, g.GroupResource().String())
