@@ -33,8 +33,12 @@ import (
 //
 // Helm does not export its function table or its error formatting; they
 // are pulled by go:linkname (Helm's version is pinned in go.mod; a rename
-// fails the link, and TestHelmFunctionsArePulled names them), so that
-// chart templates run Helm's toYaml, fromYaml and the rest, not a copy.
+// fails the link, and TestHelmFunctionsArePulled names them; a changed
+// signature would link and misbehave, so TestLinkedSignaturesMatch reads
+// each from Helm's source and compares it with the declaration here), so
+// that chart templates run Helm's toYaml, fromYaml and the rest, not a
+// copy. Each name of the table is bound as the policy table classifies it
+// (printer.funcs); one it does not know is refused, not bound raw.
 
 //go:linkname helmFuncMap helm.sh/helm/v4/pkg/engine.funcMap
 func helmFuncMap() template.FuncMap
@@ -207,15 +211,7 @@ func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.L
 	e.taint = engine.NewTaint(&e.st)
 	e.p = printer{st: &e.st, templates: int64(c.templates), taint: e.taint}
 	e.t = template.New("gotpl").Option("missingkey=zero")
-	funcs := helmFuncMap()
-	funcs["include"] = e.include(e.t)
-	funcs["tpl"] = e.tpl(e.t)
-	funcs["required"] = required
-	funcs["fail"] = fail
-	// No DNS, as Helm without --enable-dns.
-	funcs["getHostByName"] = func(string) string { return "" }
-	maps.Copy(funcs, e.p.funcs())
-	e.t.Funcs(funcs)
+	e.t.Funcs(e.p.funcs(helmFuncMap(), e.perRender()))
 	c.parses.Add(1)
 	for _, name := range keys {
 		if _, err := e.t.New(name).Parse(string(files[name])); err != nil {
@@ -223,6 +219,22 @@ func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.L
 		}
 	}
 	return e, nil
+}
+
+// perRender are stencil's copies of the functions Helm binds per render
+// (Engine.initFunMap; funcs.PerRender): include and tpl over the
+// executor's templates, required and fail with Helm's markers, lookup
+// from the declared reads, getHostByName without DNS (Helm without
+// --enable-dns).
+func (e *executor) perRender() template.FuncMap {
+	return template.FuncMap{
+		"include":       e.include(e.t),
+		"tpl":           e.tpl(e.t),
+		"required":      required,
+		"fail":          fail,
+		"lookup":        e.p.lookup,
+		"getHostByName": func(string) string { return "" },
+	}
 }
 
 // release gives e back to the pool of its templates.

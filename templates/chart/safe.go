@@ -10,8 +10,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/Masterminds/sprig/v3"
-
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/funcs"
@@ -187,13 +185,6 @@ func (p *printer) after(name string, r any) any {
 // only (printer.lookup): stencil never gives the engine a client.
 const random = funcs.Random | funcs.Clock
 
-// The policy's names that funcs binds on every render, listed once.
-var (
-	randomNames    = funcs.Named(random)
-	helmOwnNames   = funcs.Named(funcs.HelmOwn)
-	clockDateNames = funcs.Named(funcs.ClockUnlessDated)
-)
-
 // RefusedError is a render that called a function whose result differs
 // on every render.
 type RefusedError struct {
@@ -283,72 +274,55 @@ func (p *printer) lookup(apiVersion, kind, namespace, name string) (map[string]a
 	return map[string]any{}, nil
 }
 
-// funcs returns the functions a render binds over Helm's own
-// (Engine.CustomTemplateFuncs wins over everything): sprig's, with keys
-// and values sorted (funcs.Ordered), counted against the render budget;
-// the refused ones; lookup, which answers from the declared reads alone;
-// and the rewrite's internal functions.
-func (p *printer) funcs() template.FuncMap {
-	sp := funcs.Ordered(sprig.TxtFuncMap())
-	// Helm's own set removes these: the environment is the controller's.
-	delete(sp, "env")
-	delete(sp, "expandenv")
-	// What Helm defines over sprig stays Helm's (CustomTemplateFuncs would
-	// win over it): fail's message, getHostByName's "" without DNS.
-	for _, name := range helmOwnNames {
-		delete(sp, name)
-	}
+// funcs returns the functions a render binds: every name of Helm's
+// function table helm, bound as the policy table (funcs) classifies it,
+// and the rewrite's own. The first rule that matches a name binds it:
+//
+//   - a name the table does not classify: refused, naming it
+//     (funcs.NotClassified), never bound as it comes, so that a function
+//     the next Helm or sprig adds does not run without budget or taint;
+//   - one that reads the environment: refused (Helm's table drops them);
+//   - one Helm binds per render (include, tpl, required, fail, lookup,
+//     getHostByName): perRender's, the executor's copy (none: refused);
+//   - random or reading the clock: recorded where it is called (call);
+//   - a date function: refused where it would read the clock;
+//   - Helm's own serialisers and parsers: Helm's function itself, which
+//     the rewrite frames (costFunc and afterFunc around every call);
+//   - the rest (pure, sprig's serialisers, local time, and map order,
+//     sorted: funcs.Ordered): counted against the render budget and
+//     tainted by what they are given.
+func (p *printer) funcs(helm, perRender template.FuncMap) template.FuncMap {
+	counted := template.FuncMap{}
+	bound := template.FuncMap{}
 	real := map[string]any{}
-	for _, name := range randomNames {
-		real[name] = sp[name]
-		delete(sp, name)
-	}
-	// call runs a random function, recording where it was called; now
-	// and ago read the render's clock, which the second render sets apart.
-	call := func(loc, name string, args []any) (any, error) {
-		p.random = append(p.random, RefusedError{Loc: loc, Func: name})
-		switch name {
-		case "now":
-			return p.clock, nil
-		case "ago":
-			if len(args) != 1 {
-				return nil, fmt.Errorf("ago takes 1 argument, given %d", len(args))
+	sorted := funcs.Ordered(template.FuncMap{})
+	for name, fn := range helm {
+		c, known := funcs.ClassOf(name)
+		switch {
+		case !known:
+			bound[name] = funcs.NotClassified(name)
+		case c&funcs.Environment != 0:
+			bound[name] = refusedCall(name, "it reads the controller's environment")
+		case c&funcs.PerRender != 0:
+			bound[name] = perRender[name]
+			if bound[name] == nil {
+				bound[name] = refusedCall(name, "Helm binds it per render, and stencil binds no copy of it")
 			}
-			t, ok := args[0].(time.Time)
-			if !ok {
-				return nil, fmt.Errorf("ago: %T is not a time", args[0])
-			}
-			return p.clock.Sub(t).Round(time.Second).String(), nil
-		}
-		fn := reflect.ValueOf(real[name])
-		in := valuesOf(args)
-		if t := fn.Type(); t.NumIn() != len(in) && !t.IsVariadic() {
-			return nil, fmt.Errorf("%s takes %d arguments, given %d", name, t.NumIn(), len(in))
-		}
-		for i, a := range in {
-			if !a.IsValid() {
-				in[i] = reflect.Zero(fn.Type().In(min(i, fn.Type().NumIn()-1)))
-			}
-		}
-		res := fn.Call(in)
-		if len(res) == 2 && !res[1].IsNil() {
-			return nil, res[1].Interface().(error)
-		}
-		return res[0].Interface(), nil
-	}
-	for _, name := range clockDateNames {
-		name, fn := name, sp[name]
-		sp[name] = func(args ...any) (any, error) {
-			if !clockFree(name, args) {
-				return nil, p.refuse("", name+" without a date (it would read the clock)")
-			}
-			out := reflect.ValueOf(fn).Call(valuesOf(args))
-			return out[0].Interface(), nil
+		case c&random != 0:
+			real[name] = fn
+		case c&funcs.ClockUnlessDated != 0:
+			counted[name] = p.dated(name, fn)
+		case c&funcs.HelmOwn != 0 && c&(funcs.Serialiser|funcs.Parser) != 0:
+			bound[name] = fn
+		case c&funcs.MapOrder != 0:
+			counted[name] = sorted[name]
+		default:
+			counted[name] = fn
 		}
 	}
-	m := engine.Budgeted(sp, p.st)
-	for _, name := range randomNames {
-		m[name] = func(args ...any) (any, error) { return call("", name, args) }
+	m := engine.Budgeted(counted, p.st)
+	for name := range real {
+		m[name] = func(args ...any) (any, error) { return p.call("", name, args, real[name]) }
 	}
 	layouts := map[string]any{}
 	for _, name := range []string{"indent", "nindent", "quote", "squote"} {
@@ -356,7 +330,7 @@ func (p *printer) funcs() template.FuncMap {
 	}
 	m = p.taint.Wrap(m)
 	maps.Copy(m, layouts)
-	m["lookup"] = p.lookup
+	maps.Copy(m, bound)
 	m[valueFunc] = p.value
 	m[costFunc] = p.before
 	m[afterFunc] = p.after
@@ -371,9 +345,68 @@ func (p *printer) funcs() template.FuncMap {
 	m[resolveFunc] = p.taint.Arg
 	m[refusedFunc] = func(what string, args ...any) (any, error) {
 		loc, name, _ := strings.Cut(what, " ")
-		return call(loc, name, args)
+		return p.call(loc, name, args, real[name])
 	}
 	return m
+}
+
+// refusedCall is what a function the policy refuses in chart mode is
+// bound to: a template that names it parses, as it would in Helm, and a
+// call fails saying why.
+func refusedCall(name, why string) func(...any) (any, error) {
+	return func(...any) (any, error) {
+		return nil, fmt.Errorf("%s is refused in chart mode: %s", name, why)
+	}
+}
+
+// call runs a random function (fn: Helm's), recording where it was
+// called; now and ago read the render's clock, which the second render
+// sets apart.
+func (p *printer) call(loc, name string, args []any, fn any) (any, error) {
+	p.random = append(p.random, RefusedError{Loc: loc, Func: name})
+	switch name {
+	case "now":
+		return p.clock, nil
+	case "ago":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("ago takes 1 argument, given %d", len(args))
+		}
+		t, ok := args[0].(time.Time)
+		if !ok {
+			return nil, fmt.Errorf("ago: %T is not a time", args[0])
+		}
+		return p.clock.Sub(t).Round(time.Second).String(), nil
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("%s is not a function of Helm's table", name)
+	}
+	fv := reflect.ValueOf(fn)
+	in := valuesOf(args)
+	if t := fv.Type(); t.NumIn() != len(in) && !t.IsVariadic() {
+		return nil, fmt.Errorf("%s takes %d arguments, given %d", name, t.NumIn(), len(in))
+	}
+	for i, a := range in {
+		if !a.IsValid() {
+			in[i] = reflect.Zero(fv.Type().In(min(i, fv.Type().NumIn()-1)))
+		}
+	}
+	res := fv.Call(in)
+	if len(res) == 2 && !res[1].IsNil() {
+		return nil, res[1].Interface().(error)
+	}
+	return res[0].Interface(), nil
+}
+
+// dated is date function name (fn: Helm's), refused where it would read
+// the clock: called without a date.
+func (p *printer) dated(name string, fn any) func(...any) (any, error) {
+	return func(args ...any) (any, error) {
+		if !clockFree(name, args) {
+			return nil, p.refuse("", name+" without a date (it would read the clock)")
+		}
+		out := reflect.ValueOf(fn).Call(valuesOf(args))
+		return out[0].Interface(), nil
+	}
 }
 
 // tplText is tplTextFunc: the text tpl is about to run, rewritten as the

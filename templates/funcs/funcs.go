@@ -36,9 +36,10 @@ const unrepeatable = Random | Clock | ClockUnlessDated | LocalTime
 // Hermetic returns the vocabulary templates are written in: the one chart
 // authors know. It is sprig's hermetic set (github.com/Masterminds/sprig/v3
 // HermeticTxtFuncMap) minus what still depends on the clock or randomness
-// (see unrepeatable), with keys and values sorted (Ordered), Helm's
-// additions (toYaml, fromYaml, toJson, fromJson, required, include) and
-// stencil's own:
+// (see unrepeatable) or on the environment or the network, with every name
+// the policy table does not classify refused (NotClassified), keys and
+// values sorted (Ordered), Helm's additions (toYaml, fromYaml, toJson,
+// fromJson, required, include) and stencil's own:
 //
 //	get MAP KEY DEFAULT   MAP[KEY], or DEFAULT when the key is absent or MAP is nil
 //	                      ({{ get .Spec "replicas" 1 }}: with missingkey=error,
@@ -55,8 +56,10 @@ const unrepeatable = Random | Clock | ClockUnlessDated | LocalTime
 // the same custom resource on every pass and on every replica. include
 // here is a stand-in: templates.Load binds the real one, which needs the template set.
 func Hermetic() template.FuncMap {
-	m := Ordered(sprig.HermeticTxtFuncMap())
-	for _, name := range Named(unrepeatable) {
+	// A function a new sprig adds, which the policy table does not know,
+	// is refused (NotClassified), not bound as it comes.
+	m := refuseUnclassified(Ordered(sprig.HermeticTxtFuncMap()))
+	for _, name := range Named(unrepeatable | Environment | Network) {
 		delete(m, name)
 	}
 	m["get"] = get

@@ -177,7 +177,7 @@ func unorderedCalls(m template.FuncMap, calls int) (unordered, uncalled []string
 // which chart mode does not bind as sprig's.
 func TestNoFunctionFollowsMapOrder(t *testing.T) {
 	sp := Ordered(sprig.TxtFuncMap())
-	for _, name := range append(Named(unrepeatable), "env", "expandenv", "getHostByName") {
+	for _, name := range Named(unrepeatable | Environment | Network) {
 		delete(sp, name)
 	}
 	for mode, m := range map[string]template.FuncMap{"own templates": Hermetic(), "chart mode (sprig's)": sp} {
