@@ -19,6 +19,11 @@ import (
 // refused verbs). It works before Run too (a standby replica keeps its
 // config current), and is safe to call while workers run.
 func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config, sets []*templates.Set) error {
+	// First of all: a reload stencil lacks the RBAC for is refused whole,
+	// before anything of it is planned, prepared or written.
+	if err := c.checkAccess(ctx, templates.Entries(sets)); err != nil {
+		return fmt.Errorf("%s: %w", cfg.Path, err)
+	}
 	var beforeCommit func(context.Context) error
 	if c.opts.ManageCRDs {
 		// First, the dry run: a reload whose CRD the API server refuses

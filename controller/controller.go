@@ -266,7 +266,6 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			Published:          c.precreate,
 			Removed:            func(entry *registry.Parent) { opts.Metrics.served.DeleteLabelValues(entry.Label) },
 			ChildKindsResolved: func() { c.EnqueueAll() },
-			CheckAccess:        c.checkAccess,
 		},
 	}, reconcile.Options{
 		Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,

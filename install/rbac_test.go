@@ -3,11 +3,14 @@ package install
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
@@ -136,5 +139,58 @@ func TestClusterRoleRules(t *testing.T) {
 	cfg.Resources[2].Children[0].Resource = ""
 	if _, err := ClusterRole("x", compiled(t, cfg), RoleOptions{}); err == nil || !strings.Contains(err.Error(), "resources[2]") || !strings.Contains(err.Error(), "Widget") {
 		t.Errorf("ClusterRole with an unknown plural: err = %v, want one naming resources[2] and Widget", err)
+	}
+}
+
+// TestGrantsWhereAndResolve: a grant says where stencil uses it (the
+// entry's namespaces, narrowed by Scope; a fixed read's own namespace),
+// and a running stencil names through Resolve the kinds stencil's table
+// does not know, leaving out those it cannot name either.
+func TestGrantsWhereAndResolve(t *testing.T) {
+	cfg := &config.Config{Path: "s.yaml", Resources: []config.Resource{
+		{Group: "b.example.com", Version: "v1", Resource: "foos", Namespaces: []string{"team-b", "team-a"},
+			Children: []config.ChildKind{{APIVersion: "example.io/v1", Kind: "Widget"}},
+			Reads: []config.Read{
+				{Name: "ca", APIVersion: "v1", Kind: "Secret", ObjectName: "ca", Namespace: "platform"},
+				{Name: "gadget", APIVersion: "example.io/v1", Kind: "Gadget", ObjectName: "{{ .Name }}"},
+			}},
+	}}
+	entries := compiled(t, cfg)
+	if _, err := Grants(entries, RoleOptions{}); err == nil || !strings.Contains(err.Error(), "Widget") || !strings.Contains(err.Error(), "Gadget") {
+		t.Errorf("Grants without Resolve: err = %v, want one naming Widget and Gadget", err)
+	}
+	o := RoleOptions{
+		Scope: func(ns []string) []string {
+			return slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n != "team-a" })
+		},
+		Resolve: func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+			if gvk.Kind == "Widget" {
+				return gvk.GroupVersion().WithResource("widgets"), true
+			}
+			return schema.GroupVersionResource{}, false
+		},
+	}
+	grants, err := Grants(entries, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range grants {
+		got = append(got, fmt.Sprintf("%s %s %q %v %q", g.Group, g.Resource, g.Names, g.Verbs, g.Namespaces))
+	}
+	want := []string{
+		`b.example.com foos [] [get list watch] ["team-a"]`,
+		`b.example.com foos/status [] [patch] ["team-a"]`,
+		`b.example.com foos/finalizers [] [update] ["team-a"]`,
+		`example.io widgets [] [get list watch create patch delete] ["team-a"]`,
+		// --namespace does not narrow the namespace the platform fixed.
+		` secrets ["ca"] [get list watch] ["platform"]`,
+		// Cluster-scoped: every namespace, "".
+		`apiextensions.k8s.io customresourcedefinitions [] [list watch] [""]`,
+		` events [] [create patch] ["team-a"]`,
+		` namespaces [] [list watch] [""]`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("grants:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -16,18 +16,22 @@ import (
 )
 
 // Before a reload starts anything of a new config, it asks the API server
-// whether stencil may do what the config needs of every resource and
-// child kind it adds: one SelfSubjectAccessReview per verb, as "kubectl
-// auth can-i" does. The informers' first list would find a missing list
-// or watch, but not a missing create, patch or delete: those would show
-// only after the commit, as an apply failing on every resource.
+// whether stencil may do what the config needs beyond the running one
+// (package install's Grants, what "stencil rbac" prints; package
+// controller lists them): one SelfSubjectAccessReview per verb, as
+// "kubectl auth can-i" does. The informers' first list would find a
+// missing list or watch, but not a missing create, patch or delete: those
+// would show only after the commit, as an apply failing on every resource.
 
 // AccessNeed is what stencil needs of one resource in one namespace.
 type AccessNeed struct {
 	GVR         schema.GroupVersionResource
 	Subresource string
 	Namespace   string // "" for all namespaces
-	Verbs       []string
+	// Name is the one object needed (a fixed read, a generated CRD); ""
+	// is every object.
+	Name  string
+	Verbs []string
 }
 
 // ResourceName names the resource as a role does: plural.group, and
@@ -40,14 +44,17 @@ func (n AccessNeed) ResourceName() string {
 	return s
 }
 
-// SortNeeds orders needs by resource, then namespace, so that the reviews
-// and the messages are the same on every replica.
+// SortNeeds orders needs by resource, then namespace, then name, so that
+// the reviews and the messages are the same on every replica.
 func SortNeeds(needs []AccessNeed) {
 	slices.SortFunc(needs, func(a, b AccessNeed) int {
 		if c := strings.Compare(a.ResourceName(), b.ResourceName()); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Namespace, b.Namespace)
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
 	})
 }
 
@@ -59,6 +66,8 @@ type AccessDeniedError struct {
 	Resource string
 	// Namespace is where the verbs were refused; "" means all namespaces.
 	Namespace string
+	// Name is the one object they were refused on; "" means every object.
+	Name string
 	// Verbs are the refused verbs, in the order a role lists them.
 	Verbs []string
 }
@@ -69,7 +78,11 @@ func (e *AccessDeniedError) Error() string {
 	if e.Namespace != "" {
 		where = "in namespace " + e.Namespace
 	}
-	return fmt.Sprintf("reload refused: stencil may not %s %s %s (RBAC)", strings.Join(e.Verbs, ", "), e.Resource, where)
+	what := e.Resource
+	if e.Name != "" {
+		what += " named " + e.Name
+	}
+	return fmt.Sprintf("reload refused: stencil may not %s %s %s (RBAC)", strings.Join(e.Verbs, ", "), what, where)
 }
 
 // Retryable says the same config may be taken later without a change to
@@ -94,7 +107,7 @@ func CheckAccess(ctx context.Context, reviews typedauthorizationv1.SelfSubjectAc
 		for _, verb := range n.Verbs {
 			review, err := reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: n.Namespace, Verb: verb, Group: n.GVR.Group, Resource: n.GVR.Resource, Subresource: n.Subresource,
+					Namespace: n.Namespace, Verb: verb, Group: n.GVR.Group, Resource: n.GVR.Resource, Subresource: n.Subresource, Name: n.Name,
 				}},
 			}, metav1.CreateOptions{})
 			if err != nil {
@@ -110,9 +123,9 @@ func CheckAccess(ctx context.Context, reviews typedauthorizationv1.SelfSubjectAc
 		if len(refused) == 0 {
 			continue
 		}
-		e := &AccessDeniedError{Resource: n.ResourceName(), Namespace: n.Namespace, Verbs: refused}
+		e := &AccessDeniedError{Resource: n.ResourceName(), Namespace: n.Namespace, Name: n.Name, Verbs: refused}
 		logger.Info("Reload refused: stencil lacks RBAC for what the new config adds",
-			"resource", e.Resource, "namespace", e.Namespace, "verbs", e.Verbs, "reasons", reasons)
+			"resource", e.Resource, "namespace", e.Namespace, "name", e.Name, "verbs", e.Verbs, "reasons", reasons)
 		denied = append(denied, e)
 	}
 	return errors.Join(denied...)

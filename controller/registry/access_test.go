@@ -15,7 +15,7 @@ import (
 )
 
 // reviews refuses the verbs in denied ("verb resource[/subresource]
-// namespace"), allows the rest, and fails every review when broken.
+// namespace[ name]"), allows the rest, and fails every review when broken.
 func reviews(broken bool, denied ...string) *authorizationfake.FakeAuthorizationV1 {
 	f := &authorizationfake.FakeAuthorizationV1{Fake: &core.Fake{}}
 	f.AddReactor("create", "selfsubjectaccessreviews", func(a core.Action) (bool, runtime.Object, error) {
@@ -28,9 +28,13 @@ func reviews(broken bool, denied ...string) *authorizationfake.FakeAuthorization
 		if at.Subresource != "" {
 			res += "/" + at.Subresource
 		}
+		key := at.Verb + " " + res + " " + at.Namespace
+		if at.Name != "" {
+			key += " " + at.Name
+		}
 		allowed := true
 		for _, d := range denied {
-			if d == at.Verb+" "+res+" "+at.Namespace {
+			if d == key {
 				allowed = false
 			}
 		}
@@ -45,11 +49,13 @@ func TestCheckAccess(t *testing.T) {
 	gizmos := schema.GroupVersionResource{Group: "toys.example.com", Version: "v1", Resource: "gizmos"}
 	needs := []AccessNeed{
 		{GVR: gizmos, Subresource: "status", Namespace: "team-a", Verbs: []string{"patch"}},
+		{GVR: configMaps, Namespace: "platform", Name: "defaults", Verbs: []string{"get", "list", "watch"}},
 		{GVR: configMaps, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	}
 	SortNeeds(needs)
-	if needs[0].ResourceName() != "configmaps" || needs[1].ResourceName() != "gizmos.toys.example.com/status" {
-		t.Fatalf("SortNeeds: %s, %s; want configmaps first", needs[0].ResourceName(), needs[1].ResourceName())
+	if needs[0].ResourceName() != "configmaps" || needs[0].Namespace != "" || needs[1].Name != "defaults" ||
+		needs[2].ResourceName() != "gizmos.toys.example.com/status" {
+		t.Fatalf("SortNeeds: %+v; want configmaps in all namespaces first, then by name in platform", needs)
 	}
 	tests := []struct {
 		name   string
@@ -62,6 +68,10 @@ func TestCheckAccess(t *testing.T) {
 			[]string{"delete configmaps ", "create configmaps ", "patch gizmos/status team-a"},
 			[]string{"reload refused: stencil may not create, delete configmaps in all namespaces (RBAC)",
 				"reload refused: stencil may not patch gizmos.toys.example.com/status in namespace team-a (RBAC)"}},
+		{"one object refused is named", false,
+			[]string{"delete configmaps ", "create configmaps ", "watch configmaps platform defaults"},
+			[]string{"reload refused: stencil may not create, delete configmaps in all namespaces (RBAC)",
+				"reload refused: stencil may not watch configmaps named defaults in namespace platform (RBAC)"}},
 		{"a review that fails refuses", true, nil,
 			[]string{"reload refused: asking whether stencil may get configmaps: connection refused"}},
 	}
