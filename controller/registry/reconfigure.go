@@ -108,9 +108,7 @@ func sameWatch(a, b config.Resource) bool {
 // entries that are gone stop (their children stay as they are), and every
 // custom resource of the new config is re-rendered, which applies what a
 // changed template now renders and costs nothing where it renders the
-// same. A reload that stencil lacks the RBAC for (Hooks.CheckAccess,
-// before anything of it starts), or whose informers do not sync, is
-// refused with an error naming the resource (and the refused verbs), and
+// same. A reload whose informers do not sync is refused with an error naming the resource (and the refused verbs), and
 // changes nothing. It works before Start too (a standby replica keeps its
 // config current), and is safe to call while workers read the registry.
 // It returns the configured resources, each of whose custom resources the
@@ -182,13 +180,6 @@ func (r *Registry) prepare(ctx context.Context, cfg *config.Config, sets []*temp
 		return nil, fmt.Errorf("%s: child kind %s is cluster-scoped: children live in their custom resource's namespace", cfg.Path, strings.Join(kinds, ", "))
 	}
 	p.children = plan
-	// Before anything of the new config runs: refused, nothing was started,
-	// and the informers built above are garbage.
-	if check := r.opts.Hooks.CheckAccess; check != nil {
-		if err := check(ctx, additions(p, have, r.opts.Namespace)); err != nil {
-			return nil, fmt.Errorf("%s: %w", cfg.Path, err)
-		}
-	}
 	if runCtx == nil {
 		// Before Run nothing runs yet; runWorkers starts every informer
 		// and waits for all of them.
@@ -325,44 +316,4 @@ func (r *Registry) endReconfigure(ctx context.Context) {
 	if recheck {
 		r.resolveWaiting(ctx)
 	}
-}
-
-// Addition is something a reload starts watching: a configured resource
-// (and its status) in a namespace, or a child kind's resource in one ("":
-// all namespaces).
-type Addition struct {
-	GVR       schema.GroupVersionResource
-	Namespace string
-	// Child: a child kind's resource, not a configured resource.
-	Child bool
-}
-
-// additions lists what a prepared config watches beyond the running one:
-// the parents it starts watching (new entries, or entries whose watch
-// changed), and the child kinds and namespaces it adds to have. Sorted, so
-// that the reviews and the messages are the same on every replica.
-func additions(p *preparedConfig, have map[schema.GroupVersionKind]*Child, flagNS string) []Addition {
-	var out []Addition
-	for _, g := range slices.SortedFunc(maps.Keys(p.next), func(a, b schema.GroupVersionResource) int {
-		return strings.Compare(a.String(), b.String())
-	}) {
-		if p.kept[g] {
-			continue
-		}
-		for _, ns := range ScopeNamespaces(flagNS, p.next[g].Res.Namespaces) {
-			out = append(out, Addition{GVR: g, Namespace: ns})
-		}
-	}
-	for _, k := range slices.SortedFunc(maps.Keys(p.children.kinds), func(a, b schema.GroupVersionKind) int {
-		return strings.Compare(a.String(), b.String())
-	}) {
-		childKind := p.children.kinds[k]
-		for _, ns := range slices.Sorted(maps.Keys(childKind.Informers)) {
-			if old := have[k]; old != nil && old.Informers[ns] != nil {
-				continue
-			}
-			out = append(out, Addition{GVR: childKind.GVR, Namespace: ns, Child: true})
-		}
-	}
-	return out
 }

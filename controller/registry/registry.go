@@ -72,10 +72,6 @@ type Hooks struct {
 	// that were waiting have synced: resources that failed for want of
 	// them render again.
 	ChildKindsResolved func()
-	// CheckAccess reviews whether stencil may do what a reload adds to
-	// what it watches (see CheckAccess), before any of it starts; nil
-	// checks nothing.
-	CheckAccess func(ctx context.Context, adds []Addition) error
 }
 
 // Registry holds what stencil watches: the configured resources, each with
