@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,6 +83,8 @@ func BenchmarkMemory(b *testing.B) {
 			b.Logf("%-8s (GOGC %.0f) empty: live heap %.1f MiB, RSS %.1f MiB (anon %.1f, file %.1f); %d WebApps: live heap %.1f MiB, RSS %.1f MiB (anon %.1f, file %.1f), %.1f CPU s from start to settled; per resource: live heap %.1f KiB, RSS %.1f KiB",
 				r.name, f.gcPercent, mib(e.heap), mib(e.rss), mib(e.anon), mib(e.file), n, mib(f.heap), mib(f.rss), mib(f.anon), mib(f.file), f.cpu,
 				per(f.heap, e.heap), per(f.rss, e.rss))
+			b.Logf("%-8s controller and render workers, Pss summed: empty %.1f MiB (%d workers); %d WebApps %.1f MiB (%d workers)",
+				r.name, mib(e.pss), e.workers, n, mib(f.pss), f.workers)
 		}
 		heapRatio := per(cur.full.heap, cur.empty.heap) / per(old.full.heap, old.empty.heap)
 		rssRatio := per(cur.full.rss, cur.empty.rss) / per(old.full.rss, old.empty.rss)
@@ -92,6 +95,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportMetric(per(old.full.rss, old.empty.rss), "KiB-RSS/CR-baseline")
 		b.ReportMetric(per(cur.full.rss, cur.empty.rss), "KiB-RSS/CR")
 		b.ReportMetric(mib(cur.full.rss), "MiB-RSS")
+		b.ReportMetric(mib(cur.full.pss), "MiB-Pss-tree")
 	}
 }
 
@@ -214,6 +218,11 @@ type mem struct {
 	file      uint64  // RssFile: resident pages of the binary
 	cpu       float64 // CPU seconds used so far
 	gcPercent float64 // the GOGC it runs with
+	// pss is the Pss of the process and its render workers summed (RSS
+	// summed would count the binary they share once per process);
+	// workers is how many there were.
+	pss     uint64
+	workers int
 }
 
 // memory waits for the process's next garbage collection (the runtime
@@ -242,7 +251,41 @@ func (p *process) memory(b *testing.B) mem {
 		b.Fatal(err)
 	}
 	f.rss, f.anon, f.file = st["VmRSS"], st["RssAnon"], st["RssFile"]
+	f.pss, f.workers = treePss(p.cmd.Process.Pid)
 	return f
+}
+
+// treePss sums the Pss (/proc/PID/smaps_rollup) of pid and of its
+// children, the render workers, and counts the children.
+func treePss(pid int) (uint64, int) {
+	pss := func(pid string) uint64 {
+		data, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "Pss:" {
+				kb, _ := strconv.ParseUint(f[1], 10, 64)
+				return kb << 10
+			}
+		}
+		return 0
+	}
+	self := strconv.Itoa(pid)
+	total, workers := pss(self), 0
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		data, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(f) > 1 && f[1] == self && f[0] != "Z" {
+			total += pss(filepath.Base(filepath.Dir(st)))
+			workers++
+		}
+	}
+	return total, workers
 }
 
 // stop sends SIGTERM and waits for the process to exit.
