@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"text/template"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,6 +43,12 @@ type Config struct {
 	// snap holds every file the config names, as this load read them:
 	// the compile reads them from it, never from disk.
 	snap *Snapshot
+	// readTemplates are the computed read names and label values, by
+	// field path, as validate parsed them: the compile takes them from
+	// here (ReadTemplate), so that each is parsed once per load. Kept
+	// beside Resources, not in Read, so that a Read stays plain data that
+	// tests compare with reflect.DeepEqual.
+	readTemplates map[string]*template.Template
 }
 
 // Snapshot is the files this config was loaded from (TakeSnapshot): what

@@ -20,9 +20,10 @@ import (
 // Reading what the resource does not own (DESIGN.md, "reads"): an entry
 // declares the objects its templates may read, by a fixed name, a name
 // computed from the resource, or a label selector. The platform declares
-// them; nothing else is readable. Here they are decoded and checked; the
-// templates package compiles the computed names, the controller watches
-// what they resolve to.
+// them; nothing else is readable. Here they are decoded and checked, and
+// the computed names parsed, once per load (Config.ReadTemplate); the
+// templates package runs them, the controller watches what they resolve
+// to.
 
 // Read is one item of an entry's reads list.
 type Read struct {
@@ -122,11 +123,21 @@ func IsTemplate(s string) bool { return strings.Contains(s, "{{") }
 // and status without quoting.
 var readHandle = regexp.MustCompile(`^[a-z][a-zA-Z0-9_-]{0,62}$`)
 
+// ReadTemplate returns the parsed template of resources[i]'s computed
+// read name or label value at path, under the entry
+// ("reads[1].objectName", "reads[2].selector.matchLabels[tier]"), as
+// this load's validation parsed it; false when it parsed none there (a
+// fixed value, or a config that was not validated: Decode).
+func (c *Config) ReadTemplate(i int, path string) (*template.Template, bool) {
+	t, ok := c.readTemplates[field.NewPath("resources").Index(i).String()+"."+path]
+	return t, ok
+}
+
 // validateReads checks an entry's reads list, at p: each handle is a word
 // used once, the kind is namespaced, exactly one of objectName and
 // selector is set, a namespace goes only with a fixed name, and every
-// template parses.
-func validateReads(reads []Read, p *field.Path, skip pathSet) field.ErrorList {
+// template parses (kept in c for the compile).
+func validateReads(c *Config, reads []Read, p *field.Path, skip pathSet) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]int{}
 	for j, rd := range reads {
@@ -151,7 +162,7 @@ func validateReads(reads []Read, p *field.Path, skip pathSet) field.ErrorList {
 		if rd.Resource != "" && strings.ToLower(rd.Resource) != rd.Resource {
 			errs = append(errs, field.Invalid(rp.Child("resource"), rd.Resource, fmt.Sprintf("%q must be the lowercase plural", rd.Resource)))
 		}
-		errs = append(errs, validateReadTarget(rd, rp)...)
+		errs = append(errs, c.validateReadTarget(rd, rp)...)
 		if rd.SecretData && !rd.IsSecret() {
 			errs = append(errs, field.Invalid(rp.Child("secretData"), true, "is for reads of Secrets (apiVersion: v1, kind: Secret)"))
 		}
@@ -161,7 +172,7 @@ func validateReads(reads []Read, p *field.Path, skip pathSet) field.ErrorList {
 
 // validateReadTarget checks what a read names: one object or a selector,
 // and where.
-func validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
+func (c *Config) validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case rd.ObjectName != "" && rd.Selector != nil:
@@ -178,7 +189,7 @@ func validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(vp, k, fmt.Sprintf("%q is not a label key: %s", k, strings.Join(msgs, "; "))))
 			}
 			if IsTemplate(v) {
-				errs = append(errs, parseReadTemplate(vp, v)...)
+				errs = append(errs, c.parseReadTemplate(vp, v)...)
 			} else if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
 				errs = append(errs, field.Invalid(vp, v, fmt.Sprintf("%q is not a label value: %s", v, strings.Join(msgs, "; "))))
 			}
@@ -187,7 +198,7 @@ func validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
 			errs = append(errs, field.Forbidden(rp.Child("namespace"), "a selector reads in the resource's own namespace; namespace goes with a fixed objectName"))
 		}
 	case IsTemplate(rd.ObjectName):
-		errs = append(errs, parseReadTemplate(rp.Child("objectName"), rd.ObjectName)...)
+		errs = append(errs, c.parseReadTemplate(rp.Child("objectName"), rd.ObjectName)...)
 		if rd.Namespace != "" && !IsTemplate(rd.Namespace) {
 			errs = append(errs, field.Forbidden(rp.Child("namespace"), "a name computed from the resource reads in the resource's own namespace only: a tenant must not point a read at another namespace"))
 		}
@@ -206,12 +217,21 @@ func validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
 	return errs
 }
 
-// parseReadTemplate checks that a computed name or label value parses as
-// a template of the bounded kind ParseReadTemplate takes.
-func parseReadTemplate(p *field.Path, text string) field.ErrorList {
-	if _, err := ParseReadTemplate(p.String(), text); err != nil {
+// parseReadTemplate parses a computed name or label value at p as a
+// template of the bounded kind ParseReadTemplate takes, and keeps it for
+// the compile (ReadTemplate). It is named by its path under the entry
+// ("reads[0].objectName"), as the errors of running it say.
+func (c *Config) parseReadTemplate(p *field.Path, text string) field.ErrorList {
+	full := p.String()
+	_, name, _ := strings.Cut(full, ".")
+	t, err := ParseReadTemplate(name, text)
+	if err != nil {
 		return field.ErrorList{field.Invalid(p, text, err.Error())}
 	}
+	if c.readTemplates == nil {
+		c.readTemplates = map[string]*template.Template{}
+	}
+	c.readTemplates[full] = t
 	return nil
 }
 

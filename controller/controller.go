@@ -294,7 +294,8 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 	return c, nil
 }
 
-// parentHandler enqueues a custom resource on every change.
+// parentHandler enqueues a custom resource on every change but a quiet
+// status patch of stencil's own (observingHandler).
 func (c *Controller) parentHandler(ctx context.Context, g schema.GroupVersionResource) cache.ResourceEventHandler {
 	return c.observingHandler(func(obj any) {
 		if m, ok := objectMeta(ctx, obj, "gvr", g.String()); ok {
@@ -320,19 +321,27 @@ func (c *Controller) childHandler(ctx context.Context) cache.ResourceEventHandle
 // write of stencil's it may have waited for), then enqueues what the event
 // concerns. Resyncs with an unchanged resourceVersion are skipped: the
 // periodic resync of the controller, not of the informer, re-checks
-// converged objects. With ownerMoves, an update that changes an object's
-// controller enqueues the old one too, which lost a child.
+// converged objects. So is the event of a quiet write of stencil's own
+// (Reconciler.Observe): the sync that made it decided from what it
+// shows, and no render reads what it changed (a reader's own
+// status.reads patch, the child it has just written). With ownerMoves, an
+// update that changes an object's controller enqueues the old one too,
+// which lost a child.
 func (c *Controller) observingHandler(enqueue func(obj any), ownerMoves bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			c.rec.Observe(obj)
+			if c.rec.Observe(obj) {
+				return
+			}
 			enqueue(obj)
 		},
 		UpdateFunc: func(old, cur any) {
 			if sameResourceVersion(old, cur) {
 				return
 			}
-			c.rec.Observe(cur)
+			if c.rec.Observe(cur) {
+				return
+			}
 			if ownerMoves && controllerChanged(old, cur) {
 				enqueue(old)
 			}

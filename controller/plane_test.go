@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +118,8 @@ type plane struct {
 	metrics *Metrics
 	c       *Controller
 	rv      atomic.Int64
+	// statusPatches: planeOptions.statusPatches.
+	statusPatches bool
 }
 
 // startPlane runs a controller with the config at path over objs, and
@@ -129,9 +133,31 @@ func startPlane(t *testing.T, path string, objs ...*unstructured.Unstructured) *
 // of a reload.
 func startPlaneKube(t *testing.T, path string, kube Kube, objs ...*unstructured.Unstructured) *plane {
 	t.Helper()
+	return startPlaneWith(t, path, planeOptions{kube: kube}, objs...)
+}
+
+// planeOptions are what a test changes of the plane.
+type planeOptions struct {
+	// kube answers the access reviews of a reload (Options.Kube).
+	kube Kube
+	// statusPatches makes a status patch change the stored object, as the
+	// API server does (resourceVersion precondition, a new
+	// resourceVersion, a watch event); without it the object stays as it
+	// is and no event comes back.
+	statusPatches bool
+	// wall, when set, renders every entry (SetWall).
+	wall templates.Wall
+}
+
+// startPlaneWith is startPlane as o says.
+func startPlaneWith(t *testing.T, path string, o planeOptions, objs ...*unstructured.Unstructured) *plane {
+	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	p := &plane{t: t, ctx: ctx, metrics: NewMetrics()}
+	p := &plane{t: t, ctx: ctx, metrics: NewMetrics(), statusPatches: o.statusPatches}
+	// The resourceVersions the plane gives start above the objects' own
+	// (tests give them 1): a write's must differ from what it replaced.
+	p.rv.Store(1000)
 	var initial []runtime.Object
 	for _, o := range objs {
 		initial = append(initial, o)
@@ -168,8 +194,13 @@ func startPlaneKube(t *testing.T, path string, kube Kube, objs ...*unstructured.
 	mapper.Add(configMapGVK, meta.RESTScopeNamespace)
 
 	cfg, sets := loadConfig(t, path)
+	if o.wall != nil {
+		for _, s := range sets {
+			s.SetWall(o.wall)
+		}
+	}
 	c, err := New(ctx, Options{Config: cfg, Sets: sets, Dynamic: p.client, Mapper: mapper, Metrics: p.metrics,
-		Kube: kube, Recorder: &record.FakeRecorder{}, Workers: 2, CacheSyncTimeout: 10 * time.Second, FirstStatusDelay: -1})
+		Kube: o.kube, Recorder: &record.FakeRecorder{}, Workers: 2, CacheSyncTimeout: 10 * time.Second, FirstStatusDelay: -1})
 	must(t, err)
 	p.c = c
 	done := make(chan error, 1)
@@ -186,7 +217,8 @@ func startPlaneKube(t *testing.T, path string, kube Kube, objs ...*unstructured.
 
 // apply answers server-side applies the way the API server would, writing
 // the object to the tracker (so that the informers see it), and status
-// patches with the object as it is.
+// patches with the object as it is, or, with statusPatches, patched
+// (patchStatus).
 func (p *plane) apply(action core.Action) (bool, runtime.Object, error) {
 	a, ok := action.(core.PatchActionImpl)
 	if !ok {
@@ -195,6 +227,10 @@ func (p *plane) apply(action core.Action) (bool, runtime.Object, error) {
 	tracker := p.client.Tracker()
 	g, ns := a.GetResource(), a.GetNamespace()
 	live, err := tracker.Get(g, ns, a.GetName())
+	if p.statusPatches && err == nil && a.GetSubresource() == "status" && a.GetPatchType() == types.MergePatchType {
+		u, err := p.patchStatus(g, ns, live, a.GetPatch())
+		return true, u, err
+	}
 	if a.GetPatchType() != types.ApplyPatchType {
 		return true, live, err
 	}
@@ -202,10 +238,16 @@ func (p *plane) apply(action core.Action) (bool, runtime.Object, error) {
 	if err := u.UnmarshalJSON(a.GetPatch()); err != nil {
 		return true, nil, err
 	}
+	u.SetNamespace(ns)
 	if len(a.GetPatchOptions().DryRun) > 0 {
+		// What the apply would store: an unchanged render compares equal
+		// to the live object (the plane keeps no field owners, so drift
+		// asks the dry run).
+		if m, merr := meta.Accessor(live); err == nil && merr == nil {
+			u.SetUID(m.GetUID())
+		}
 		return true, u, nil
 	}
-	u.SetNamespace(ns)
 	u.SetResourceVersion(fmt.Sprint(p.rv.Add(1)))
 	if apierrors.IsNotFound(err) {
 		u.SetUID(types.UID("uid-" + g.Resource + "-" + a.GetName()))
@@ -215,6 +257,47 @@ func (p *plane) apply(action core.Action) (bool, runtime.Object, error) {
 		u.SetUID(m.GetUID())
 	}
 	return true, u, tracker.Update(g, u, ns)
+}
+
+// patchStatus merge-patches live's status as the API server does: a
+// resourceVersion in the patch must be live's (else a conflict), and the
+// result is stored under a new one, which its watch event carries.
+func (p *plane) patchStatus(g schema.GroupVersionResource, ns string, live runtime.Object, patch []byte) (*unstructured.Unstructured, error) {
+	u, ok := live.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("status patch of a %T", live)
+	}
+	var req struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Status json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(patch, &req); err != nil {
+		return nil, err
+	}
+	if rv := req.Metadata.ResourceVersion; rv != "" && rv != u.GetResourceVersion() {
+		return nil, apierrors.NewConflict(g.GroupResource(), u.GetName(), fmt.Errorf("patch of resourceVersion %s, stored %s", rv, u.GetResourceVersion()))
+	}
+	cur := []byte("{}")
+	if st, ok := u.Object["status"]; ok && st != nil {
+		var err error
+		if cur, err = json.Marshal(st); err != nil {
+			return nil, err
+		}
+	}
+	merged, err := jsonpatch.MergePatch(cur, req.Status)
+	if err != nil {
+		return nil, err
+	}
+	var st map[string]any
+	if err := json.Unmarshal(merged, &st); err != nil {
+		return nil, err
+	}
+	out := u.DeepCopy()
+	out.Object["status"] = st
+	out.SetResourceVersion(fmt.Sprint(p.rv.Add(1)))
+	return out, p.client.Tracker().Update(g, out, ns)
 }
 
 // eventually polls cond until it holds, or fails the test after a deadline.

@@ -112,17 +112,19 @@ func (r *Reads) Status() []any {
 // over a large spec stops early.
 const maxComputedName = 4 << 10
 
-// compileReads parses the computed names and label values of res's reads.
-func compileReads(res config.Resource) (map[string]*template.Template, error) {
+// compileReads gathers the computed names and label values of the reads
+// of res, the config's entry at index, as the config's validation parsed them (each is parsed
+// once per load), keyed by their path under the entry.
+func compileReads(cfg *config.Config, index int, res config.Resource) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	var errs []error
 	add := func(key, text string) {
 		if !config.IsTemplate(text) {
 			return
 		}
-		t, err := config.ParseReadTemplate(key, text)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		t, ok := cfg.ReadTemplate(index, key)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: not parsed at load (the config was decoded, not validated)", key))
 			return
 		}
 		out[key] = t
@@ -142,21 +144,53 @@ func compileReads(res config.Resource) (map[string]*template.Template, error) {
 // depends on more than the resource.
 func (s *Set) HasReads() bool { return len(s.res.Reads) > 0 }
 
-// RenderOffline renders u as the controller would, from what the caller
-// gives in place of the cluster (stencil render and stencil test): live,
-// its live children, and reads, the objects its entry's reads see. The
-// reads are resolved first (nil Reads when the entry declares none); when a
-// required read finds nothing, nothing is rendered (a nil Result), as the
-// controller waits.
+// RenderOffline renders u as the controller would (RenderReading), from
+// what the caller gives in place of the cluster (stencil render and
+// stencil test): live, its live children, and reads, the objects its
+// entry's reads see.
 func (s *Set) RenderOffline(u *unstructured.Unstructured, live Live, reads ReadSource) (*Result, *Reads, error) {
 	parent, err := view.NewObject(u, s.Resource().GVR())
 	if err != nil {
 		return nil, nil, err
 	}
+	return s.RenderReading(parent, reads, live, nil)
+}
+
+// ReadError is a failure to resolve an entry's reads (a read kind whose
+// watch has not listed, a computed name that fails to run): the
+// controller reports it as ReadFailed and retries it, where a failed
+// render is the resource's own and waits for a change.
+type ReadError struct{ Err error }
+
+// Error implements error.
+func (e *ReadError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the failure.
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// RenderReading is "resolve the reads, wait or render", one for the
+// controller and RenderOffline (stencil render, stencil test), so that
+// what the tests show is what runs. The entry's reads are resolved over
+// parent from src (nil Reads when it declares none), then parent is
+// rendered with what they found and with live, its live children (nil:
+// none). When a required read finds nothing, nothing is rendered: a nil
+// Result and no error, the Reads naming it in Missing; the caller waits.
+// A failure to resolve is a *ReadError. resolved, when not nil, is told
+// what the reads found before anything renders: the controller indexes
+// it then, so that a change from that moment on, or the creation of what
+// a required read waits for, queues the resource again.
+func (s *Set) RenderReading(parent *view.Object, src ReadSource, live Live, resolved func(*Reads)) (*Result, *Reads, error) {
 	var r *Reads
 	if s.HasReads() {
-		if r, err = s.ResolveReads(parent, reads); err != nil || len(r.Missing) > 0 {
-			return nil, r, err
+		var err error
+		if r, err = s.ResolveReads(parent, src); err != nil {
+			return nil, nil, &ReadError{Err: err}
+		}
+		if resolved != nil {
+			resolved(r)
+		}
+		if len(r.Missing) > 0 {
+			return nil, r, nil
 		}
 		parent.Reads = r.Values
 	}

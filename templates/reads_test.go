@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -341,5 +342,85 @@ func TestReadsLiveSeesChains(t *testing.T) {
 	s := loadSet(t, Options{}, "d.tmpl", "apiVersion: v1\nkind: Service\nmetadata: {name: {{ .Name }}}\nspec: {clusterIP: {{ (observed \"Service\" \"db\").spec.clusterIP }}}\n")
 	if !s.ReadsLive() {
 		t.Error("a template calling observed inside a chain does not count as reading live children")
+	}
+}
+
+// failingReads is a ReadSource whose every answer fails, as a read kind's
+// watch that has not listed does.
+type failingReads struct{ *fakeReads }
+
+func (failingReads) Get(config.Read, string, string) (*unstructured.Unstructured, error) {
+	return nil, errors.New("the watch has not listed")
+}
+
+// TestRenderReadingResolvesWaitsOrRenders: the one "resolve the reads,
+// wait or render" of the controller and RenderOffline. The reads are
+// told to resolved before anything renders, also when a required one is
+// missing (then nothing renders); a failure to read is a *ReadError; the
+// render sees what the reads found.
+func TestRenderReadingResolvesWaitsOrRenders(t *testing.T) {
+	s, err := loadReadsSet(t, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: {{ .Name }}}
+data:
+  region: {{ (read "defaults").data.region }}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := readObject("v1", "ConfigMap", "stencil-system", "platform-defaults", nil, map[string]any{"data": map[string]any{"region": "eu-west-1"}})
+	secret := readObject("v1", "Secret", "team-a", "db-pass", nil, map[string]any{"data": map[string]any{"password": "c2VjcmV0"}})
+	p := parent()
+	p.Spec = map[string]any{"passwordSecret": "db-pass", "tier": "gold"}
+
+	var told *Reads
+	r, reads, err := s.RenderReading(p, &fakeReads{objs: []*unstructured.Unstructured{defaults}}, nil, func(found *Reads) { told = found })
+	if err != nil || r != nil || reads == nil || !slices.Equal(reads.Missing, []string{"Secret team-a/db-pass"}) {
+		t.Fatalf("a required read missing: result %v, reads %+v, err %v; want no result, the read missing", r, reads, err)
+	}
+	if told != reads || len(told.Targets) != 3 {
+		t.Errorf("resolved was told %+v, want the reads and their 3 targets", told)
+	}
+
+	r, reads, err = s.RenderReading(p, &fakeReads{objs: []*unstructured.Unstructured{defaults, secret}}, nil, nil)
+	if err != nil || r == nil || len(reads.Refs) != 2 {
+		t.Fatalf("every read found: result %v, reads %+v, err %v", r, reads, err)
+	}
+	if got := r.Children[0].Object["data"].(map[string]any)["region"]; got != "eu-west-1" {
+		t.Errorf("the render saw region %v, want eu-west-1", got)
+	}
+
+	told = nil
+	_, reads, err = s.RenderReading(p, failingReads{&fakeReads{}}, nil, func(found *Reads) { told = found })
+	var readErr *ReadError
+	if !errors.As(err, &readErr) || reads != nil || told != nil || !strings.Contains(err.Error(), "the watch has not listed") {
+		t.Errorf("a read that fails: reads %+v, told %+v, err %v; want a *ReadError and nothing told", reads, told, err)
+	}
+}
+
+// TestReadTemplatesParsedOnce: a computed read name or label value is
+// parsed once per load, by the config's validation; the set runs that
+// very template.
+func TestReadTemplatesParsedOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cm.tmpl"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.ParseConfig(filepath.Join(dir, "stencil.yaml"), []byte(readsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(cfg, cfg.Resources[0], Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"reads[1].objectName", "reads[2].selector.matchLabels[tier]"} {
+		parsed, ok := cfg.ReadTemplate(0, key)
+		if !ok || s.readTemplates[key] != parsed {
+			t.Errorf("%s: the set's template is not the one the config parsed", key)
+		}
+	}
+	if len(s.readTemplates) != 2 {
+		t.Errorf("the set holds %d read templates, want the 2 computed values", len(s.readTemplates))
 	}
 }

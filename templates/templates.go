@@ -201,7 +201,7 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 		s.kinds = slices.Clone(opts.AllowedKinds)
 	}
 	var err error
-	if s.readTemplates, err = compileReads(res); err != nil {
+	if s.readTemplates, err = compileReads(cfg, e.Index, res); err != nil {
 		return nil, &config.FieldError{File: cfg.Path, Entry: entry, Field: "reads", Err: err}
 	}
 	if res.Chart != "" {

@@ -10,6 +10,7 @@ import (
 // and the ring's.
 type Metrics struct {
 	childWrites      *prometheus.CounterVec
+	renders          *prometheus.CounterVec
 	statusPatches    *prometheus.CounterVec
 	renderErrors     *prometheus.CounterVec
 	budgetExceeded   *prometheus.CounterVec
@@ -32,6 +33,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		childWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_child_writes_total", Help: "Writes to child objects by resource, kind and verb.",
 		}, []string{"resource", "kind", "verb"}),
+		renders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stencil_renders_total", Help: "Renders of custom resources, failed ones included: with stencil_reconcile_total, how many syncs rendered.",
+		}, []string{"resource"}),
 		statusPatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_status_patches_total", Help: "Status patches of custom resources.",
 		}, []string{"resource"}),
@@ -58,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while an entry's rollout is halted: maxFailed moved resources failed and others wait.",
 		}, []string{"resource"}),
 	}
-	reg.MustRegister(m.childWrites, m.statusPatches, m.renderErrors, m.budgetExceeded, m.workersLost, m.dryRuns, m.rolloutResources, m.rolloutHalted)
+	reg.MustRegister(m.childWrites, m.renders, m.statusPatches, m.renderErrors, m.budgetExceeded, m.workersLost, m.dryRuns, m.rolloutResources, m.rolloutHalted)
 	return m
 }
 
@@ -66,6 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // names, and with a rollout the rollout's) exist from start-up, so that
 // dashboards and alerts see zeros instead of missing data.
 func (m *Metrics) Precreate(resource string, kinds []string, withRollout bool) {
+	m.renders.WithLabelValues(resource)
 	m.statusPatches.WithLabelValues(resource)
 	m.renderErrors.WithLabelValues(resource)
 	m.budgetExceeded.WithLabelValues(resource)

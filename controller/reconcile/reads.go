@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
 
@@ -16,25 +18,36 @@ import (
 // under it, so that a change to what it read queues it again; a required
 // read that does not exist holds it, with nothing written or pruned.
 
-// resolveReads resolves p's reads for obj (the render's view, which
-// carries them) and indexes what they looked for under p's resource. A
-// failure (a watch that has not listed: the kind is not served, or
-// stencil may not list it) is transient: reported (ReadFailed), retried
-// with backoff, nothing else written.
-func (c *Reconciler) resolveReads(ctx context.Context, p *pass, obj *view.Object) error {
-	if c.opts.Reads == nil {
-		return fmt.Errorf("resolving the reads of %s: no read watcher", p.key)
+// render resolves p's reads for obj (the render's view, which carries
+// them), indexes what they looked for under p's resource, and renders
+// obj with live, unless a required read found nothing (a nil Result):
+// templates.Set.RenderReading, which "stencil render" and "stencil test"
+// run too. A failure to read is a *templates.ReadError (readFailed).
+func (c *Reconciler) render(ctx context.Context, p *pass, obj *view.Object, live templates.Live) (*templates.Result, error) {
+	var src templates.ReadSource
+	if p.entry.Set.HasReads() {
+		if c.opts.Reads == nil {
+			return nil, &templates.ReadError{Err: errors.New("no read watcher")}
+		}
+		src = c.opts.Reads.Source(ctx)
 	}
-	r, err := p.entry.Set.ResolveReads(obj, c.opts.Reads.Source(ctx))
-	if err != nil {
-		return c.fail(ctx, p, status.ReasonReadFailed, fmt.Errorf("reading what %s reads: %w", p.key, err))
+	r, found, err := p.entry.Set.RenderReading(obj, src, live, func(found *templates.Reads) {
+		// Indexed before anything renders: the object a required read
+		// waits for wakes the resource when it is created.
+		c.opts.Reads.Track(reads.Reader(p.key), found.Targets)
+	})
+	p.reads = found
+	if r != nil || (err != nil && !errors.As(err, new(*templates.ReadError))) {
+		c.opts.Metrics.renders.WithLabelValues(p.entry.Label).Inc()
 	}
-	// Indexed before anything else: the object a required read waits for
-	// wakes the resource when it is created.
-	c.opts.Reads.Track(reads.Reader(p.key), r.Targets)
-	p.reads = r
-	obj.Reads = r.Values
-	return nil
+	return r, err
+}
+
+// readFailed reports a failure to resolve p's reads (a watch that has not
+// listed: the kind is not served, or stencil may not list it): transient,
+// reported (ReadFailed), retried with backoff, nothing else written.
+func (c *Reconciler) readFailed(ctx context.Context, p *pass, err *templates.ReadError) error {
+	return c.fail(ctx, p, status.ReasonReadFailed, fmt.Errorf("reading what %s reads: %w", p.key, err.Err))
 }
 
 // waitForReads reports that p waits for its required reads: Ready False,

@@ -117,7 +117,10 @@ func (r *Reconciler) mayWrite(ns string) error {
 
 // Observe tells the reconciler that a cache now shows obj (an informer's
 // add or update): a write of stencil's that it shows is no longer expected.
-func (r *Reconciler) Observe(obj any) { r.expect.Observe(obj) }
+// It reports whether the event is quiet: it shows only a write of
+// stencil's that the sync which made it decided from and that no render
+// reads (expect.Writes.WroteQuiet), so it need queue nothing.
+func (r *Reconciler) Observe(obj any) (quiet bool) { return r.expect.Observe(obj) }
 
 // Gone tells the reconciler that obj was deleted (its last known state):
 // a prune of it is no longer expected, and its dry run is never asked again,

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
@@ -63,10 +64,28 @@ func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]a
 		return err
 	}
 	c.memory.Status.Set(key, wantJSON, jsonOf(status.Current(result)))
-	c.expect.Wrote(result)
+	if onlyReads(diff) {
+		// No render reads status.reads (view.NewObject leaves it out), and
+		// this sync decided from the rest: its event need not render the
+		// resource again. One read edit then costs each reader one render.
+		c.expect.WroteQuiet(result)
+	} else {
+		c.expect.Wrote(result)
+	}
 	c.opts.Metrics.statusPatches.WithLabelValues(entry.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", want["phase"])
 	return nil
+}
+
+// onlyReads reports whether a status merge patch changes status.reads
+// and nothing else.
+func onlyReads(diff []byte) bool {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(diff, &fields); err != nil || len(fields) != 1 {
+		return false
+	}
+	_, ok := fields[contract.StatusReads]
+	return ok
 }
 
 func jsonOf(v any) string {

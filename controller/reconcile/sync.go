@@ -72,6 +72,10 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		logger.V(4).Info("Resource no longer configured")
 		return nil
 	}
+	// Before the read: should the cache be older than stencil's last
+	// status patch, that patch's event queues the resource again, however
+	// quiet (expect.Writes.Looking).
+	c.expect.Looking(expect.NewKey(entry.GVK.GroupKind(), key.Namespace, key.Name))
 	parent, err := registry.GetCached(entry.Informers, key.GVR.GroupResource(), key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// Deleted: the garbage collector removes the children through their
@@ -134,14 +138,6 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	if err != nil {
 		return c.fail(ctx, p, status.ReasonRenderFailed, requeue.Terminal(fmt.Errorf("reading %s: %w", p.key, err)))
 	}
-	if entry.Set.HasReads() {
-		if err := c.resolveReads(ctx, p, obj); err != nil {
-			return err
-		}
-		if len(p.reads.Missing) > 0 {
-			return c.waitForReads(ctx, p)
-		}
-	}
 	// A render that reads live children or other objects depends on them
 	// too: its failure is not remembered by the resource's spec alone.
 	readsLive := entry.Set.ReadsLive() || entry.Set.HasReads()
@@ -149,7 +145,14 @@ func (c *Reconciler) renderAndConverge(ctx context.Context, p *pass) error {
 	if entry.Set.ReadsLive() {
 		live = c.liveChildrenOf(ctx, entry, parent)
 	}
-	r, err := entry.Set.RenderWith(obj, live)
+	r, err := c.render(ctx, p, obj, live)
+	var readErr *templates.ReadError
+	switch {
+	case errors.As(err, &readErr):
+		return c.readFailed(ctx, p, readErr)
+	case err == nil && r == nil:
+		return c.waitForReads(ctx, p)
+	}
 	if err == nil {
 		c.memory.RenderFailures.Forget(p.key)
 		c.memory.LostWorkers.Reset(p.key)
@@ -511,7 +514,7 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 	}
 	c.memory.Refusals.Clear(ch.key, ch.ref)
 	c.opts.Metrics.childWrites.WithLabelValues(ch.entry.Label, want.GetKind(), verbCreate).Inc()
-	c.expectChild(created)
+	c.expectChild(ch.entry, created)
 	logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: created, change: reasonCreated}
 }
@@ -567,7 +570,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
 		return childResult{live: applied}
 	}
-	c.expectChild(applied)
+	c.expectChild(ch.entry, applied)
 	logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: applied, change: reasonUpdated}
 }
@@ -669,10 +672,17 @@ func (c *Reconciler) liveChild(ctx context.Context, childKind *registry.Child, w
 }
 
 // expectChild records a child stencil created or changed, stripped as the
-// cache holds it, until the cache shows it (expectations).
-func (c *Reconciler) expectChild(written *unstructured.Unstructured) {
+// cache holds it, until the cache shows it (expectations). Its event is
+// quiet, and queues nothing, unless entry's templates read live children:
+// the sync that wrote it took what the write returned for its status, and
+// only such a render sees the child.
+func (c *Reconciler) expectChild(entry *registry.Parent, written *unstructured.Unstructured) {
 	u, _ := c.TransformChild(written.DeepCopy())
-	c.expect.Wrote(u.(*unstructured.Unstructured))
+	if entry.Set.ReadsLive() {
+		c.expect.Wrote(u.(*unstructured.Unstructured))
+		return
+	}
+	c.expect.WroteQuiet(u.(*unstructured.Unstructured))
 }
 
 // createByApply creates a child no object of its name is known to hold,

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"stencil.dev/stencil/contract"
 )
 
 // Object is the small struct templates see: a custom resource reduced to
@@ -34,7 +36,10 @@ type Object struct {
 	Annotations map[string]string
 	// Spec is a deep copy of .spec as maps, lists and scalars; never nil.
 	Spec map[string]any
-	// Status is a deep copy of .status; never nil.
+	// Status is a deep copy of .status, but for status.reads; never nil.
+	// status.reads is stencil's record of what the last render read: a
+	// render that saw it would depend on itself, and stencil's own patch
+	// of it would have to render every reader again.
 	Status map[string]any
 	// Resource identifies the custom resource's type.
 	Resource ResourceInfo
@@ -107,6 +112,7 @@ func NewObject(u *unstructured.Unstructured, gvr schema.GroupVersionResource) (*
 	if obj.Status, err = nestedMapCopy(u.Object, "status"); err != nil {
 		return nil, err
 	}
+	delete(obj.Status, contract.StatusReads)
 	return obj, nil
 }
 

@@ -32,7 +32,9 @@ func webapp() *unstructured.Unstructured {
 			"ratio":    0.5,
 			"ports":    []any{map[string]any{"port": int64(80)}},
 		},
-		"status": map[string]any{"phase": "Ready"},
+		// status.reads, stencil's record of what the last render read, is
+		// not part of the view (Object.Status).
+		"status": map[string]any{"phase": "Ready", "reads": []any{map[string]any{"kind": "ConfigMap", "name": "defaults", "resourceVersion": "7"}}},
 	}}
 }
 

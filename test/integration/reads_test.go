@@ -419,6 +419,8 @@ type fanOutRun struct {
 	// took is the time from the change to the last child written.
 	took       time.Duration
 	reconciles float64
+	// renders counts the renders the syncs ran (stencil_renders_total).
+	renders float64
 	// regional and others count the children the API server stores with
 	// a new resourceVersion, those that print the region and the others.
 	regional, others int
@@ -435,12 +437,14 @@ func (f fanOut) measure(r *running, cnt *counter, region string, change func()) 
 	f.children(func(name string, c *unstructured.Unstructured) { rvs[name] = c.GetResourceVersion() })
 	cnt.reset()
 	before := r.counterValue(f.t, "stencil_reconcile_total")
+	rendersBefore := r.counterValue(f.t, "stencil_renders_total")
 	began := time.Now()
 	change()
 	f.waitRegion(region)
 	run := fanOutRun{took: time.Since(began)}
 	r.settle(f.t, before, f.n)
 	run.reconciles = r.counterValue(f.t, "stencil_reconcile_total") - before
+	run.renders = r.counterValue(f.t, "stencil_renders_total") - rendersBefore
 	run.regional, run.others = f.changed(rvs)
 	cnt.mu.Lock()
 	for obj, n := range cnt.byObject {
@@ -513,8 +517,8 @@ func TestReadFanOut(t *testing.T) {
 
 	// The edit.
 	run := f.measure(r, cnt, "us-east-2", f.editDefaults(platform, "us-east-2"))
-	t.Logf("edit of the platform ConfigMap read by %d Readers: last child written %s after the edit; %.0f reconciles; children changed at the API server: %d printing the region, %d others; %d child writes, %d mutating requests in all (%v)",
-		f.n, run.took.Round(time.Millisecond), run.reconciles, run.regional, run.others, run.childWrites, run.total, run.by)
+	t.Logf("edit of the platform ConfigMap read by %d Readers: last child written %s after the edit; %.0f reconciles, %.0f renders (%.2f per Reader); children changed at the API server: %d printing the region, %d others; %d child writes, %d mutating requests in all (%v)",
+		f.n, run.took.Round(time.Millisecond), run.reconciles, run.renders, run.renders/float64(f.n), run.regional, run.others, run.childWrites, run.total, run.by)
 	if run.regional != f.n/2 || run.others != 0 || run.childWrites != f.n/2 {
 		t.Errorf("want exactly the %d children that print the region written: %d of them changed, %d others, %d child writes", f.n/2, run.regional, run.others, run.childWrites)
 	}
@@ -726,15 +730,16 @@ func BenchmarkReadFanOut(b *testing.B) {
 			}
 		})
 		b.Logf("%d Readers, %d children printing the region:\n"+
-			"  one edit of the ConfigMap they read: last child written after %s; %.0f reconciles; %d child writes (%d children changed at the API server, %d others); %d mutating requests (%v)\n"+
-			"  baseline, %d spec edits: last child written after %s; %.0f reconciles; %d child writes (%d changed, %d others); %d mutating requests by stencil (%v)\n"+
+			"  one edit of the ConfigMap they read: last child written after %s; %.0f reconciles, %.2f renders per Reader; %d child writes (%d children changed at the API server, %d others); %d mutating requests (%v)\n"+
+			"  baseline, %d spec edits: last child written after %s; %.0f reconciles, %.2f renders per Reader; %d child writes (%d changed, %d others); %d mutating requests by stencil (%v)\n"+
 			"  the read: %.2fx the baseline's time",
-			f.n, f.n/2, read.took.Round(time.Millisecond), read.reconciles, read.childWrites, read.regional, read.others, read.total, read.by,
-			f.n, spec.took.Round(time.Millisecond), spec.reconciles, spec.childWrites, spec.regional, spec.others, spec.total, spec.by,
+			f.n, f.n/2, read.took.Round(time.Millisecond), read.reconciles, read.renders/float64(f.n), read.childWrites, read.regional, read.others, read.total, read.by,
+			f.n, spec.took.Round(time.Millisecond), spec.reconciles, spec.renders/float64(f.n), spec.childWrites, spec.regional, spec.others, spec.total, spec.by,
 			read.took.Seconds()/spec.took.Seconds())
 		b.ReportMetric(float64(f.n), "CRs")
 		b.ReportMetric(read.took.Seconds(), "s-read")
 		b.ReportMetric(spec.took.Seconds(), "s-spec-edits")
+		b.ReportMetric(read.renders/float64(f.n), "renders/reader-read")
 		b.ReportMetric(float64(read.total), "writes-read")
 		b.ReportMetric(float64(spec.total), "writes-spec-edits")
 	}

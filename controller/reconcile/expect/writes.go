@@ -8,6 +8,11 @@
 // once, rather than sleeping or polling until the watch catches up; only a
 // parent older than stencil's own status patch is skipped, and its patch's
 // watch event queues it again.
+//
+// The event of a write queues nothing when it shows nothing new (a quiet
+// write, WroteQuiet, that no sync read an older view of meanwhile): the
+// sync that wrote it decided from what the write returned. So one edit
+// of an object N resources read costs N renders, not 2N.
 package expect
 
 import (
@@ -66,6 +71,13 @@ type expected struct {
 	// deleted is the UID of the object a delete removed.
 	deleted types.UID
 	at      time.Time
+	// quiet says the write's own watch event need not sync its resource
+	// again (WroteQuiet).
+	quiet bool
+	// looked says a sync read the object's cache while the write was
+	// expected (Looking): it may have read a view older than the write,
+	// so the write's event must sync the resource again, quiet or not.
+	looked bool
 }
 
 // New returns an empty Writes.
@@ -75,7 +87,13 @@ func New() *Writes {
 
 // KeyOf returns the key of u.
 func KeyOf(u *unstructured.Unstructured) Key {
-	return Key{gk: u.GroupVersionKind().GroupKind(), namespace: u.GetNamespace(), name: u.GetName()}
+	return NewKey(u.GroupVersionKind().GroupKind(), u.GetNamespace(), u.GetName())
+}
+
+// NewKey returns the key of the object of kind gk, namespace and name:
+// for a sync that has not read the object yet (Looking).
+func NewKey(gk schema.GroupKind, namespace, name string) Key {
+	return Key{gk: gk, namespace: namespace, name: name}
 }
 
 func parseRV(rv string) (uint64, bool) {
@@ -85,14 +103,41 @@ func parseRV(rv string) (uint64, bool) {
 
 // Wrote records what a create, apply or status patch returned (stored as
 // given: callers pass a copy the cache transform has stripped).
-func (e *Writes) Wrote(written *unstructured.Unstructured) {
+func (e *Writes) Wrote(written *unstructured.Unstructured) { e.wrote(written, false) }
+
+// WroteQuiet is Wrote for a write whose own watch event need not sync
+// its resource again: the sync that made it decided from what the write
+// returned, and the write changes nothing the resource's render reads (a
+// status patch of status.reads alone; a child of an entry whose
+// templates read no live children). Without it, one edit of an object N
+// resources read cost 2N renders: each reader rendered again for its own
+// status.reads patch, and again for the child it had just written.
+// Observe tells that event apart.
+func (e *Writes) WroteQuiet(written *unstructured.Unstructured) { e.wrote(written, true) }
+
+func (e *Writes) wrote(written *unstructured.Unstructured, quiet bool) {
 	if written == nil || written.GetName() == "" || written.GetKind() == "" {
 		return
 	}
 	rv, ok := parseRV(written.GetResourceVersion())
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.obj[KeyOf(written)] = expected{obj: written, rv: rv, ok: ok, at: e.now()}
+	e.obj[KeyOf(written)] = expected{obj: written, rv: rv, ok: ok, at: e.now(), quiet: quiet}
+}
+
+// Looking is called by a sync before it reads key's object from the
+// cache. A view older than stencil's write read there (the write's event
+// not handled yet) must be corrected by that event: so the event of a
+// write a sync looked at while it was expected syncs the resource again,
+// quiet or not. Called before the read, not after, so that an event
+// handled between the two is counted too.
+func (e *Writes) Looking(key Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.get(key); ok && x.obj != nil {
+		x.looked = true
+		e.obj[key] = x
+	}
 }
 
 // Deleted records a prune of the object with that UID.
@@ -155,14 +200,23 @@ func behind(cached *unstructured.Unstructured, x expected) bool {
 
 // Observe is called with each object an informer adds or updates: once the
 // cache holds stencil's write, or a newer version, or another object of the
-// name, the expectation is met.
-func (e *Writes) Observe(obj any) {
+// name, the expectation is met. It reports whether obj is the very version
+// a quiet write of stencil's returned (WroteQuiet), that no sync looked at
+// the cache for meanwhile (Looking): its event shows nothing that the sync
+// which wrote it did not decide from, so it need queue nothing.
+func (e *Writes) Observe(obj any) (quiet bool) {
 	e.end(obj, func(u *unstructured.Unstructured, x expected) bool {
 		if x.obj == nil {
 			return u.GetUID() != x.deleted
 		}
-		return !behind(u, x)
+		if behind(u, x) {
+			return false
+		}
+		rv, ok := parseRV(u.GetResourceVersion())
+		quiet = x.quiet && !x.looked && ok && x.ok && rv == x.rv && u.GetUID() == x.obj.GetUID()
+		return true
 	})
+	return quiet
 }
 
 // Gone is called with each object an informer deletes: whatever stencil

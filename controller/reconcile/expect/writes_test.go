@@ -93,3 +93,45 @@ func TestExpectationsExpire(t *testing.T) {
 		t.Errorf("Sweep left %d expired expectations", w.Len())
 	}
 }
+
+// TestAQuietWritesOwnEventIsQuiet: the event of the very version a quiet
+// write returned is quiet; a later version, another object of the name,
+// a write that was not quiet, or one whose cache a sync read while it
+// was expected (Looking, before or after the cache caught up) is not.
+func TestAQuietWritesOwnEventIsQuiet(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(w *Writes, u *unstructured.Unstructured)
+		event *unstructured.Unstructured
+		quiet bool
+	}{
+		{"its own version", (*Writes).WroteQuiet, deployment("a", "12"), true},
+		{"a later version", (*Writes).WroteQuiet, deployment("a", "13"), false},
+		{"another object of the name", (*Writes).WroteQuiet, deployment("b", "12"), false},
+		{"a write that is not quiet", (*Writes).Wrote, deployment("a", "12"), false},
+		{"a sync looked meanwhile", func(w *Writes, u *unstructured.Unstructured) {
+			w.WroteQuiet(u)
+			w.Looking(KeyOf(u))
+		}, deployment("a", "12"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New()
+			tc.write(w, deployment("a", "12"))
+			if w.Observe(deployment("a", "9")) {
+				t.Error("an event older than the write is quiet")
+			}
+			if got := w.Observe(tc.event); got != tc.quiet {
+				t.Errorf("Observe = %v, want %v", got, tc.quiet)
+			}
+			if w.Len() != 0 {
+				t.Error("the write's event did not end its expectation")
+			}
+		})
+	}
+	// Looking at a key with nothing expected changes nothing.
+	w := New()
+	w.Looking(KeyOf(deployment("a", "1")))
+	if w.Len() != 0 {
+		t.Error("Looking made an expectation")
+	}
+}
