@@ -40,7 +40,7 @@ func newTextRenderer(tb testing.TB, cfg *config.Config, set *Set) *textRenderer 
 func (r *textRenderer) render(parent *view.Object) (int, error) {
 	n := 0
 	for _, name := range r.set.Resource().TemplatePaths() {
-		out, err := engine.Execute(r.root, name, parent)
+		out, err := engine.Execute(r.root, name, parent, r.set.Budget())
 		if err != nil {
 			return 0, err
 		}

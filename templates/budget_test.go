@@ -167,7 +167,7 @@ func renderSteps(t *testing.T, set *Set, p interface{}) int64 {
 	}
 	defer set.release(e)
 	for _, name := range set.res.TemplatePaths() {
-		if _, err := engine.Execute(e.t, name, p); err != nil {
+		if _, err := engine.Execute(e.t, name, p, set.Budget()); err != nil {
 			t.Fatal(err)
 		}
 	}

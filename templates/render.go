@@ -137,7 +137,7 @@ func (s *Set) render(e *executor, parent *view.Object) ([]*unstructured.Unstruct
 		if e.trace != nil {
 			e.trace(name)
 		}
-		out, err := engine.Execute(e.t, name, parent)
+		out, err := engine.Execute(e.t, name, parent, s.budget)
 		if errors.Is(err, budget.ErrExceeded) {
 			// The budget is the whole render's: the next templates would
 			// only fail the same way.
@@ -243,7 +243,7 @@ func (s *Set) renderStatus(e *executor, parent *view.Object) (map[string]any, er
 	if e.trace != nil {
 		e.trace(name)
 	}
-	out, err := engine.Execute(e.t, name, parent)
+	out, err := engine.Execute(e.t, name, parent, s.budget)
 	if err != nil {
 		return nil, err
 	}

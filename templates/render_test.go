@@ -377,3 +377,37 @@ func (s *Set) childText(body []byte, parent *view.Object) (*unstructured.Unstruc
 	}
 	return s.child(v, parent)
 }
+
+// TestTemplateOutputFollowsStringBytes: one template's output is bounded by
+// the entry's renderBudget.stringBytes (the bound of one rendered object),
+// not by a fixed 4 MiB: a 5 MiB ConfigMap fails at the default, naming the
+// bound, and renders once the entry raises stringBytes to 8 MiB.
+func TestTemplateOutputFollowsStringBytes(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  big: \"{{ range until 5000 }}{{ printf \"%1000s\" \"x\" }}{{ end }}\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "big.tmpl"), []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	load := func(budget string) *Set {
+		cfg, err := config.ParseConfig(filepath.Join(dir, "stencil.yaml"), []byte("resources:\n  - group: apps.example.com\n    version: v1beta1\n    resource: webapps\n    templates: [big.tmpl]\n    children: [{apiVersion: v1, kind: ConfigMap}]\n"+budget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets, err := LoadAll(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sets[0]
+	}
+	_, err := load("").Render(parent())
+	if err == nil || !strings.Contains(err.Error(), "big.tmpl: output exceeds 4194304 bytes, the bound of one template's output (renderBudget.stringBytes)") {
+		t.Fatalf("at the default stringBytes: want the output bound named, got %v", err)
+	}
+	children, err := load("    renderBudget: {stringBytes: 8388608}\n").Render(parent())
+	if err != nil {
+		t.Fatalf("with stringBytes 8 MiB: %v", err)
+	}
+	if got := len(children[0].Object["data"].(map[string]any)["big"].(string)); got != 5_000_000 {
+		t.Fatalf("with stringBytes 8 MiB: data.big is %d bytes, want 5,000,000", got)
+	}
+}

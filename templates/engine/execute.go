@@ -16,10 +16,22 @@ import (
 	"stencil.dev/stencil/templates/view"
 )
 
-// MaxOutputBytes caps what one template may write for one custom resource.
-// It is far above any real object (etcd stores at most ~1.5 MiB) and stops a
-// template that loops over a large spec from exhausting memory.
-const MaxOutputBytes = 4 << 20
+// DefaultOutputBytes caps what one template may write for one custom
+// resource when no budget says otherwise: renderBudget.stringBytes's
+// default. The bound is the entry's stringBytes, the same that bounds one
+// function's text and one rendered object, so that an entry that raises it
+// for a large object can render one: far above any real object (etcd
+// stores at most ~1.5 MiB), it stops a template that loops over a large
+// spec from exhausting memory.
+const DefaultOutputBytes = 4 << 20
+
+// outputBound is the bound of one template's output under limits.
+func outputBound(limits budget.Limits) int {
+	if limits.StringBytes > 0 {
+		return int(limits.StringBytes)
+	}
+	return DefaultOutputBytes
+}
 
 // RenderError is a failure caused by a template or by the spec it was given.
 // Retrying cannot fix it, so the controller reports it in status instead of
@@ -71,23 +83,29 @@ func notYAML(err error) error {
 	return &execMessage{msg: "not valid YAML: " + strings.Join(strings.Fields(err.Error()), " "), err: err}
 }
 
-// Execute runs the template name of t's namespace into a bounded buffer
-// and turns every failure, including a panic, into a *RenderError naming
-// the template and line.
-func Execute(t *template.Template, name string, data any) (out []byte, err error) {
+// Execute runs the template name of t's namespace into a buffer bounded by
+// limits' stringBytes and turns every failure, including a panic, into a
+// *RenderError naming the template and line.
+func Execute(t *template.Template, name string, data any, limits budget.Limits) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, &RenderError{Template: name, Err: fmt.Errorf("template panicked: %v", r)}
 		}
 	}()
-	w := &limitedBuffer{max: MaxOutputBytes}
+	w := &limitedBuffer{max: outputBound(limits)}
 	if err := t.ExecuteTemplate(w, name, data); err != nil {
-		return nil, execError(name, err)
+		return nil, execError(name, err, w.max)
 	}
 	return w.buf.Bytes(), nil
 }
 
-var errOutputTooLarge = fmt.Errorf("output exceeds %d bytes, the bound of one template's output", MaxOutputBytes)
+// errOutputTooLarge is what an output past its bound wraps.
+var errOutputTooLarge = errors.New("the bound of one template's output")
+
+// outputTooLarge is the error of an output past max bytes.
+func outputTooLarge(max int) error {
+	return fmt.Errorf("output exceeds %d bytes, %w (renderBudget.stringBytes)", max, errOutputTooLarge)
+}
 
 type limitedBuffer struct {
 	buf bytes.Buffer
@@ -97,7 +115,7 @@ type limitedBuffer struct {
 // Write implements io.Writer, failing once the cap would be exceeded.
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	if b.buf.Len()+len(p) > b.max {
-		return 0, errOutputTooLarge
+		return 0, outputTooLarge(b.max)
 	}
 	return b.buf.Write(p)
 }
@@ -130,9 +148,9 @@ func (e *execMessage) Error() string { return e.msg }
 // Unwrap returns the original error.
 func (e *execMessage) Unwrap() error { return e.err }
 
-func execError(name string, err error) error {
+func execError(name string, err error, max int) error {
 	if errors.Is(err, errOutputTooLarge) {
-		return &RenderError{Template: name, Err: errOutputTooLarge}
+		return &RenderError{Template: name, Err: outputTooLarge(max)}
 	}
 	msg := err.Error()
 	if locs := innerLocation.FindAllStringSubmatchIndex(msg, -1); len(locs) > 1 {

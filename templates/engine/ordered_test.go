@@ -50,7 +50,7 @@ func renderOwn(t *testing.T, text string, n, times int) []string {
 	out := make([]string, times)
 	for i := range times {
 		st.Reset()
-		body, err := Execute(root, "probe.yaml", orderSpec(n))
+		body, err := Execute(root, "probe.yaml", orderSpec(n), limits)
 		if err != nil {
 			t.Fatal(err)
 		}

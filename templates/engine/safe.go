@@ -116,7 +116,7 @@ type State struct {
 	// meter counts the render against its budget.
 	meter budget.Meter
 	// size sums the length of the strings recorded: with the output, it
-	// is bounded by MaxOutputBytes.
+	// is bounded by the budget's stringBytes (outputBound).
 	size int
 	// checkDecode decodes every document both ways (the fast path and the
 	// text path) and fails on any difference: the tests run so.
@@ -251,8 +251,8 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 				return "", err
 			}
 			tok := st.token(kindValue, v, loc)
-			if st.size > MaxOutputBytes {
-				return "", errOutputTooLarge
+			if max := outputBound(st.meter.Limits()); st.size > max {
+				return "", outputTooLarge(max)
 			}
 			return tok, nil
 		},
@@ -311,7 +311,7 @@ func include(t *template.Template, st *State, name string, data any) (string, er
 	}
 	st.depth++
 	defer func() { st.depth-- }()
-	w := &limitedBuffer{max: MaxOutputBytes}
+	w := &limitedBuffer{max: outputBound(st.meter.Limits())}
 	if err := t.ExecuteTemplate(w, name, data); err != nil {
 		return "", err
 	}
@@ -398,8 +398,8 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 // call it for a value that would otherwise be read as YAML syntax.
 func (st *State) Place(v any, loc string) (string, error) {
 	tok := st.token(kindValue, v, loc)
-	if st.size > MaxOutputBytes {
-		return "", errOutputTooLarge
+	if max := outputBound(st.meter.Limits()); st.size > max {
+		return "", outputTooLarge(max)
 	}
 	return tok, nil
 }
