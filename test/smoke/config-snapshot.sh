@@ -19,7 +19,11 @@
 #     no restart;
 #   - no worker can start (stencil's binary moved away, the workers
 #     killed): the resource says RenderUnavailable within 10 s, never
-#     Stalled, and recovers on its own once the binary is back.
+#     Stalled, and recovers on its own once the binary is back;
+#   - a worker SIGKILLed from outside in the middle of a slow render (a
+#     template that spends about a second of CPU when the spec asks): the
+#     render runs again in a new worker, the resource is Ready within 30 s,
+#     never Stalled, and no render is blamed.
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -169,3 +173,46 @@ cp "$CONFIG_DIR/stencil.yaml.good" "$cfg"
 no_motto_field() { ! has_motto_field; }
 wait_for 30 "the CRD without spec.motto" no_motto_field
 ok "CRD as crds/ has it"
+
+step "a worker SIGKILLed in the middle of a slow render: Ready within 30 s, never Stalled, nothing blamed"
+# About a second of one core when spec.config.SLOW is set: Go's regexp runs
+# the pattern's thousand-instruction program over each of 50,000 bytes.
+cat >"$CONFIG_DIR/webapp/slow.yaml.tmpl" <<'EOF'
+{{- if hasKey (get .Spec "config" dict) "SLOW" }}
+{{- $_ := regexMatch "(?:a|b){1000}c" (repeat 50000 "a") }}
+{{- end }}
+EOF
+sed -i 's#^      - webapp/hpa.yaml.tmpl$#&\n      - webapp/slow.yaml.tmpl#' "$cfg"
+grep -q slow.yaml.tmpl "$cfg" || fail "could not add the slow template"
+wait_for 30 "the reload with the slow template taken" taken
+killed0=$(metric stencil_renders_killed_total)
+# cpu_ticks PID prints the process's user plus system time in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# kill_busy kills the first worker that has used 30 ticks (0.3 s) of CPU
+# since it was first seen: one in the middle of the slow render.
+declare -A seen_ticks=()
+kill_busy() {
+  local p t
+  for p in $(workers); do
+    t=$(cpu_ticks "$p")
+    [ -n "${seen_ticks[$p]:-}" ] || seen_ticks[$p]=$t
+    if ((t - seen_ticks[$p] >= 30)); then
+      kill -KILL "$p"
+      echo "killed worker $p after $((t - seen_ticks[$p])) ticks of the render"
+      return 0
+    fi
+  done
+  return 1
+}
+for p in $(workers); do seen_ticks[$p]=$(cpu_ticks "$p"); done
+kn patch webapp/demo --type merge -p '{"spec":{"config":{"SLOW":"1"}}}' >/dev/null
+t0=$EPOCHREALTIME
+wait_for 20 "a worker busy with the slow render" kill_busy
+slow_done() {
+  [ "$(kn get configmap/demo-config -o jsonpath='{.data.SLOW}')" = 1 ] && expect_ready_reason webapp/demo "True AllChildrenReady"
+}
+wait_for 30 "the slow render's ConfigMap written and webapp/demo Ready" slow_done
+ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+never_stalled
+expect_eq "stencil_renders_killed_total (no render blamed)" "$killed0" "$(metric stencil_renders_killed_total)"
+ok "the slow render's worker killed mid-render; rendered again and Ready ${ms} ms after the edit; not Stalled, nothing blamed"
