@@ -70,6 +70,7 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 		Status: map[string]any{contract.StatusDeployedRelease: map[string]any{"name": parent.Name}}}
 	var errs []error
 	seen := map[childKey]string{}
+	nodes := resultNodes{bound: s.budget.ResultNodes}
 	for _, m := range out.Manifests {
 		v := m.Object
 		if m.Err != nil {
@@ -90,6 +91,10 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 			continue
 		}
 		seen[key] = m.Template
+		if err := nodes.add(m.Template, u); err != nil {
+			errs = append(errs, err)
+			break
+		}
 		r.Children = append(r.Children, u)
 	}
 	if len(errs) > 0 {

@@ -125,6 +125,7 @@ func (s *Set) render(e *executor, parent *view.Object) ([]*unstructured.Unstruct
 		rendered = map[string][]*unstructured.Unstructured{}
 		waiting  = map[string]Wait{}
 		waits    []Wait
+		nodes    = resultNodes{bound: s.budget.ResultNodes}
 	)
 	for _, i := range s.order {
 		item := s.res.Templates[i]
@@ -159,7 +160,12 @@ func (s *Set) render(e *executor, parent *view.Object) ([]*unstructured.Unstruct
 			errs = append(errs, &engine.RenderError{Template: name, Err: err})
 			continue
 		}
+		over := false
 		for _, u := range s.documents(e, parent, name, docs, seen, &errs) {
+			if err := nodes.add(name, u); err != nil {
+				errs, over = append(errs, err), true
+				break
+			}
 			children = append(children, u)
 			rendered[item.Name()] = append(rendered[item.Name()], u)
 			for _, c := range item.ReadyWhen {
@@ -168,6 +174,10 @@ func (s *Set) render(e *executor, parent *view.Object) ([]*unstructured.Unstruct
 					e.checks[ref] = append(e.checks[ref], c)
 				}
 			}
+		}
+		if over {
+			// The bound is the whole render's, as the budget is.
+			break
 		}
 	}
 	if len(errs) > 0 {
