@@ -108,20 +108,21 @@ func (v *customResources) admit(ctx context.Context, obj map[string]any) (map[st
 	errs = append(errs, validation.ValidateCustomResource(nil, stored, v.schema)...)
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, stored, v.structural, false)...)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, v.structural, stored)...)
-	if v.rules != nil {
-		if blocking(errs) {
-			// The API server's own rule: CEL rules are not run over an
-			// object whose shape is wrong.
-			errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
-		} else {
-			ruleErrs, _ := v.rules.Validate(ctx, nil, v.structural, stored, nil, celconfig.RuntimeCELCostBudget)
-			errs = append(errs, ruleErrs...)
-		}
+	skipped := v.rules != nil && blocking(errs)
+	if v.rules != nil && !skipped {
+		ruleErrs, _ := v.rules.Validate(ctx, nil, v.structural, stored, nil, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, ruleErrs...)
 	}
 	for _, e := range errs {
 		refused = append(refused, e.Error())
 	}
+	// Sorted, as kube-openapi reports a map's fields in no set order.
 	slices.Sort(refused)
+	if skipped {
+		// The API server's own rule and words: CEL rules are not run over
+		// an object whose shape is wrong.
+		refused = append(refused, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation").Error())
+	}
 	return stored, refused
 }
 

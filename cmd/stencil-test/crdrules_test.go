@@ -60,7 +60,8 @@ func writeWingedConfig(t *testing.T, tests map[string]string) string {
 // rule's message and the field, as kubectl would print the refusal; one
 // within the rules passes; an expected refusal (error:) matches the rule's
 // message; the schema's defaults are in the resource before it renders; a
-// rendered object of the config's own kinds is held to the same rules.
+// rendered object of the config's own kinds is held to the same rules; a
+// mistyped field keeps the rules from running, as in the API server.
 func TestStencilTestCRDRules(t *testing.T) {
 	path := writeWingedConfig(t, map[string]string{"wings.yaml": `cases:
   - name: ten wings and no keeper
@@ -84,6 +85,9 @@ func TestStencilTestCRDRules(t *testing.T) {
   - name: a flock's lead gadget within the rules
     resource: {apiVersion: birds.example.com/v1, kind: Flock, metadata: {name: f}, spec: {wings: 2}}
     assert: ["objects.size() == 1"]
+  - name: a mistyped field, so the rules do not run
+    resource: {apiVersion: gen.example.com/v1, kind: Gadget, metadata: {name: g}, spec: {image: x, replicas: many, wings: 10}}
+    assert: ["true"]
 `})
 	r := stencil(t, "", "test", "--config", path)
 	r.expect(t, 1, []string{
@@ -92,7 +96,9 @@ func TestStencilTestCRDRules(t *testing.T) {
 		"PASS ", "ten wings and a keeper", "the API server refuses ten wings alone", "the default replicas renders",
 		"a flock's lead gadget has ten wings and no keeper", "Gadget f-lead: spec: Invalid value: ten wings need a keeper\n",
 		"a flock's lead gadget within the rules",
-		"4 passed, 2 failed",
+		"a mistyped field, so the rules do not run (", `spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"` +
+			"\n    the resource is refused by its entry's CRD: <nil>: Invalid value: null: some validation rules were not checked",
+		"4 passed, 3 failed",
 	}, nil)
 	t.Logf("%s", r.stdout)
 }
