@@ -1,6 +1,7 @@
 package configtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -38,8 +39,10 @@ type Runner struct {
 }
 
 // NewRunner returns a Runner over the sets loaded from the config at path.
-func NewRunner(path string, sets []*templates.Set, opts Options) (*Runner, error) {
-	sch, err := newSchemas(templates.Entries(sets))
+// An error is a generated CRD the API server would refuse (a CEL rule
+// that does not compile, or costs too much): "stencil test" exits 2.
+func NewRunner(ctx context.Context, path string, sets []*templates.Set, opts Options) (*Runner, error) {
+	sch, err := newSchemas(ctx, templates.Entries(sets))
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +77,7 @@ type rendered struct {
 // An error is a case that cannot run for its test file's fault (its
 // assertions do not compile, no entry serves its resource): "stencil
 // test" exits 2.
-func (r *Runner) Run(files []*File) ([]*Result, error) {
+func (r *Runner) Run(ctx context.Context, files []*File) ([]*Result, error) {
 	progs, err := compileAssertions(files)
 	if err != nil {
 		return nil, err
@@ -89,7 +92,7 @@ func (r *Runner) Run(files []*File) ([]*Result, error) {
 				continue
 			}
 			start := time.Now()
-			if err := r.runCase(c, progs[c], res); err != nil {
+			if err := r.runCase(ctx, c, progs[c], res); err != nil {
 				return nil, err
 			}
 			res.Took = time.Since(start)
@@ -99,13 +102,15 @@ func (r *Runner) Run(files []*File) ([]*Result, error) {
 }
 
 // runCase runs c into res.
-func (r *Runner) runCase(c *Case, progs []*assertion, res *Result) error {
+func (r *Runner) runCase(ctx context.Context, c *Case, progs []*assertion, res *Result) error {
 	fail := func(format string, args ...any) { res.Failures = append(res.Failures, fmt.Sprintf(format, args...)) }
 	set, err := r.findSet(c)
 	if err != nil {
 		return &FileError{File: c.file, Field: fmt.Sprintf("cases[%d] (%s).resource", c.index, c.Name), Err: err}
 	}
-	refused := r.schemas.checkResource(set, c.resource)
+	// The resource as the API server stores it, defaults applied: what
+	// the controller reads, so what renders and what assertions see.
+	resource, refused := r.schemas.admitResource(ctx, set, c.resource)
 	if c.Error != "" && slices.ContainsFunc(refused, func(p string) bool { return strings.Contains(p, c.Error) }) {
 		// What the case expects: the API server refuses the resource,
 		// and stencil never sees it.
@@ -114,7 +119,7 @@ func (r *Runner) runCase(c *Case, progs []*assertion, res *Result) error {
 	for _, p := range refused {
 		fail("the resource is refused by its entry's CRD: %s", p)
 	}
-	first, err := r.render(set, c)
+	first, err := r.render(set, resource, c)
 	if c.Error != "" {
 		switch {
 		case err == nil:
@@ -128,21 +133,21 @@ func (r *Runner) runCase(c *Case, progs []*assertion, res *Result) error {
 		fail("the render failed:\n%s", indent(err.Error()))
 		return nil
 	}
-	if second, err := r.render(set, c); err != nil {
+	if second, err := r.render(set, resource, c); err != nil {
 		fail("the second render failed (the first did not):\n%s", indent(err.Error()))
 	} else if path, a, b, differ := firstDifference(first.document(nil), second.document(nil)); differ {
 		fail("two renders differ at %s: %s, then %s (a random value, or a map's order?)", path, show(a), show(b))
 	}
 	for _, u := range first.children {
-		for _, p := range r.schemas.checkObject(u) {
+		for _, p := range r.schemas.checkObject(ctx, u) {
 			fail("%s %s: %s", u.GetKind(), u.GetName(), p)
 		}
 	}
 	if c.Golden != "" {
-		r.golden(c, first, res)
+		r.golden(c, resource, first, res)
 	}
 	for _, a := range progs {
-		if msg := a.check(first, c.resource); msg != "" {
+		if msg := a.check(first, resource); msg != "" {
 			fail("%s", msg)
 		}
 	}
@@ -154,11 +159,12 @@ func (r *Runner) findSet(c *Case) (*templates.Set, error) {
 	return templates.FindSet(r.path, r.sets, c.resource, c.Entry)
 }
 
-// render renders c as the controller would: the children, given the
-// observed ones, and the status it would patch after applying them (each
-// child as observed where the case gives it, else as just created).
-func (r *Runner) render(set *templates.Set, c *Case) (*rendered, error) {
-	parent := c.resource.DeepCopy()
+// render renders c's resource, as stored, as the controller would: the
+// children, given the observed ones, and the status it would patch after
+// applying them (each child as observed where the case gives it, else as
+// just created).
+func (r *Runner) render(set *templates.Set, resource *unstructured.Unstructured, c *Case) (*rendered, error) {
+	parent := resource.DeepCopy()
 	live := reconcile.Observed(c.observed, parent.GetNamespace(), parent.GetNamespace())
 	res, reads, err := set.RenderOffline(parent, live, templates.NewStaticReads(c.reads, parent.GetNamespace(), r.sets))
 	if err != nil {
@@ -255,7 +261,7 @@ func ignorePath(obj map[string]any, path []string) {
 // golden compares the render with c's golden file, or writes it. The
 // file's path was resolved inside the test's roots when the file loaded;
 // messages name it as the test file does.
-func (r *Runner) golden(c *Case, got *rendered, res *Result) {
+func (r *Runner) golden(c *Case, resource *unstructured.Unstructured, got *rendered, res *Result) {
 	path, name := c.golden, c.goldenName
 	data, err := yaml.Marshal(got.document(c.Ignore))
 	if err != nil {
@@ -287,7 +293,7 @@ func (r *Runner) golden(c *Case, got *rendered, res *Result) {
 	}
 	if string(want) != string(data) {
 		res.Failures = append(res.Failures, fmt.Sprintf("the render differs from %s (--update rewrites it):\n%s", name,
-			indent(goldenDiff(name, "render", string(want), string(data), objectLabel(c.resource)))))
+			indent(goldenDiff(name, "render", string(want), string(data), objectLabel(resource)))))
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ type result struct {
 func stencil(t *testing.T, _ string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := testCommand(args[1:], &out, &errOut)
+	code := testCommand(context.Background(), args[1:], &out, &errOut)
 	return result{code, out.String(), errOut.String()}
 }
 

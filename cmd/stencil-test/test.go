@@ -3,6 +3,7 @@ package main
 // "stencil test": the flags, the exit status and the output.
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 	"stencil.dev/stencil/templates"
 )
 
-func testCommand(args []string, stdout, stderr io.Writer) int {
+func testCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stencil test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
@@ -87,13 +88,13 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	runner, err := configtest.NewRunner(*cfgPath, sets, opts)
+	runner, err := configtest.NewRunner(ctx, *cfgPath, sets, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil test: %v\n", err)
 		return exitUsage
 	}
 	start := time.Now()
-	results, err := runner.Run(loaded)
+	results, err := runner.Run(ctx, loaded)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage

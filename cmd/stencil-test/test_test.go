@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -300,7 +301,7 @@ func BenchmarkStencilTest(b *testing.B) {
 	var stdout, stderr strings.Builder
 	for b.Loop() {
 		stdout.Reset()
-		if code := testCommand([]string{"--config", path}, &stdout, &stderr); code != 0 {
+		if code := testCommand(context.Background(), []string{"--config", path}, &stdout, &stderr); code != 0 {
 			b.Fatalf("exit %d: %s", code, stderr.String())
 		}
 	}

@@ -170,11 +170,12 @@ var (
 	ruleSeg      = regexp.MustCompile(`^\.x-kubernetes-validations\[(\d+)\]`)
 )
 
-// configPath maps the path of an error in the CRD to the config's path
+// ConfigPath maps the path of an error in the CRD to the config's path
 // under p: the schema's spec and status fields, the spec's rules (under
 // validation) and the declared printer columns (under printerColumns).
-// A path it does not map (names, group, version) is p itself.
-func configPath(crdPath string, p *field.Path) string {
+// A path it does not map (names, group, version) is p itself. Exported
+// for stencil-test, which runs the API server's CRD validation offline.
+func ConfigPath(crdPath string, p *field.Path) string {
 	if m := columnPrefix.FindStringSubmatch(crdPath); m != nil {
 		i, _ := strconv.Atoi(m[1])
 		if i < 2 {

@@ -22,8 +22,9 @@ import (
 // loads a config (18 MB and 11 MiB of resident memory at start). What it
 // checks beyond these, the API server checks when the CRD is applied or
 // dry-run ("stencil validate --server", "run --manage-crds", "diff
-// --manage-crds"): CEL rules compile against the schema, within their
-// cost.
+// --manage-crds"), and stencil-test runs offline, linking that package
+// where stencil does not ("stencil test"): CEL rules compile against the
+// schema, within their cost.
 //
 // Offline, here: names as the API server's rules spell them, the schema
 // structural (the API server's own structural-schema package), every
@@ -71,7 +72,7 @@ func check(crd *apiextensionsv1.CustomResourceDefinition, p *field.Path) field.E
 	errs = append(errs, checkSchema(v.Schema.OpenAPIV3Schema, vp.Child("schema", "openAPIV3Schema"))...)
 	for _, e := range errs {
 		crdPath := e.Field
-		e.Field = configPath(crdPath, p)
+		e.Field = ConfigPath(crdPath, p)
 		e.Detail = strings.TrimSpace(e.Detail + " (CRD field " + crdPath + ")")
 	}
 	return errs
