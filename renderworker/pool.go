@@ -335,6 +335,9 @@ type worker struct {
 	demoted  bool
 	lent     bool
 	finished bool
+	// reaped says the process was (or is being) waited for: its id may
+	// name another process now.
+	reaped   bool
 	slowDone func()
 	waitOnce sync.Once
 	waitErr  error
@@ -409,13 +412,13 @@ func (p *Pool) count(f func(m *Metrics)) {
 func (w *worker) kill() { _ = w.cmd.Process.Kill() }
 
 // reap closes the pipes and waits for the process to end. It marks the
-// worker finished first, under mu: demote, which holds mu while it
-// renices the process id, then either ran before the process was
-// reaped (its id still names it, a zombie at worst) or does nothing, so
-// that a recycled process id is never reniced.
+// worker reaped first, under mu: demote, which holds mu while it renices
+// the process id, then either ran before the process was reaped (its id
+// still names it, a zombie at worst) or does nothing, so that a recycled
+// process id is never reniced.
 func (w *worker) reap() error {
 	w.mu.Lock()
-	w.finished = true
+	w.reaped = true
 	w.mu.Unlock()
 	w.waitOnce.Do(func() {
 		w.in.Close()
@@ -445,6 +448,11 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 	if err != nil {
 		return nil, true, &engine.RenderError{Err: fmt.Errorf("reading the resource: %w", err)}
 	}
+	// A worker kept after a render starts the next one not finished: a
+	// slow render on a reused worker is demoted as on a new one.
+	w.mu.Lock()
+	w.finished = false
+	w.mu.Unlock()
 	req := request{Snapshot: w.gen.hello.Snapshot.Digest, GVR: s.Resource().GVR().String(), Parent: pv, Live: live != nil, CPUSeconds: b.TimeoutSeconds, MemoryMiB: b.MemoryMiB}
 	timer := time.AfterFunc(time.Duration(b.TimeoutSeconds)*time.Second+killGrace, func() {
 		w.killed.Store(true)
@@ -570,7 +578,7 @@ func (w *worker) demote() {
 	p := w.gen.pool
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.finished || lowerPriority(w.cmd.Process.Pid) != nil {
+	if w.finished || w.reaped || lowerPriority(w.cmd.Process.Pid) != nil {
 		return
 	}
 	w.demoted = true

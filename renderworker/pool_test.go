@@ -522,3 +522,42 @@ func rssKiB(t *testing.T) int64 {
 	}
 	return 0
 }
+
+// TestReusedWorkerIsDemoted: a slow render on a worker that rendered
+// before is demoted (its place lent, the pool's slow hook told) as on a
+// fresh worker; a worker kept after a render once stayed "finished" and
+// was never demoted again.
+func TestReusedWorkerIsDemoted(t *testing.T) {
+	if !renderworker.Available() {
+		t.Skip("render workers need Linux")
+	}
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var mu sync.Mutex
+	slow := 0
+	pool.SetSlow(func() func() {
+		mu.Lock()
+		slow++
+		mu.Unlock()
+		return func() {}
+	})
+	_, sets, err := reload.Source{Path: "testdata/stencil.yaml", Wall: pool}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	renderOK(t, sets[0])
+	renderOK(t, sets[0])
+	before := children()
+	_, err = sets[0].RenderWith(probe("slow", map[string]any{"do": "spin"}), nil)
+	if !errors.Is(err, templates.ErrRenderKilled) {
+		t.Fatalf("want the spin killed at its deadline, got %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slow != 1 {
+		t.Errorf("the slow render on the reused worker (pid %v) was demoted %d times, want 1", before, slow)
+	}
+}
