@@ -221,16 +221,31 @@ func TestOneReadEditRendersEachReaderOnce(t *testing.T) {
 	delta := func(m string) float64 { return p.counter(m) - before[m] }
 	t.Logf("%d readers created: %d renders; one edit of the ConfigMap they read: %v renders per reader, %.0f syncs, %.0f renders counted by stencil_renders_total, %.0f child writes, %.0f status patches",
 		n, sumOf(created), renders, delta("stencil_reconcile_total"), delta("stencil_renders_total"), delta("stencil_child_writes_total"), delta("stencil_status_patches_total"))
+	// A reader queued again while its sync ran (a sync that read its
+	// cache while one of its own writes was pending must look again:
+	// expect.Looking) renders once more. That is timing: without the race
+	// detector 0 of 20 here, under it 1 to 3 of 20 in five runs (2026-11-28).
+	// More than two renders for one reader, or a second render for more
+	// than a quarter of them, is the second render per reader this test
+	// is about (before the quiet writes: all 20 rendered twice).
+	extra := 0
 	for i := range n {
-		if name := fmt.Sprintf("r%02d", i); renders[name] != 1 {
-			t.Errorf("reader %s rendered %d times for one edit of what it reads, want 1", name, renders[name])
+		name := fmt.Sprintf("r%02d", i)
+		switch r := renders[name]; {
+		case r < 1 || r > 2:
+			t.Errorf("reader %s rendered %d times for one edit of what it reads, want 1", name, r)
+		case r == 2:
+			extra++
 		}
 	}
-	if got := delta("stencil_reconcile_total"); got != n {
-		t.Errorf("%.0f syncs for one edit read by %d readers, want %d", got, n, n)
+	if extra > n/4 {
+		t.Errorf("%d of %d readers rendered twice for one edit of what they read, want 1 render each (at most %d re-synced by timing)", extra, n, n/4)
 	}
-	if got := delta("stencil_renders_total"); got != n {
-		t.Errorf("stencil_renders_total grew by %.0f, want %d", got, n)
+	if got := delta("stencil_reconcile_total"); got < n || got > n+float64(n/4) {
+		t.Errorf("%.0f syncs for one edit read by %d readers, want %d (at most %d more)", got, n, n, n/4)
+	}
+	if got := delta("stencil_renders_total"); got != float64(n+extra) {
+		t.Errorf("stencil_renders_total grew by %.0f, want %d (the renders counted here)", got, n+extra)
 	}
 	if got := delta("stencil_child_writes_total"); got != n/2 {
 		t.Errorf("%.0f child writes, want %d (the children that print the region)", got, n/2)
