@@ -172,15 +172,6 @@ func (s *Snapshot) ChartArchive(path string) ([]byte, error) {
 	return f.Data, nil
 }
 
-// Size is the bytes the snapshot holds.
-func (s *Snapshot) Size() int {
-	n := len(s.Config)
-	for _, f := range s.Files {
-		n += len(f.Data)
-	}
-	return n
-}
-
 // stat says what the snapshot knows of path, for the checks validate
 // makes of a named file (checkRegularFile, checkChart).
 func (s *Snapshot) stat(path string) *SnapshotFile {
@@ -213,16 +204,9 @@ func captureFile(path string) *SnapshotFile {
 // default rules applied, symlinks followed, a UTF-8 BOM kept for the
 // loader to trim).
 func captureChart(path string) *SnapshotFile {
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return &SnapshotFile{Missing: true}
-	case err != nil:
-		return &SnapshotFile{Err: err.Error()}
-	case st.Mode().IsRegular():
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		// An archive, or what is not a chart at all: as any named file.
 		return captureFile(path)
-	case !st.IsDir():
-		return &SnapshotFile{Irregular: true}
 	}
 	f := &SnapshotFile{Dir: true}
 	if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err != nil {
