@@ -171,9 +171,7 @@ func TestLostWorkerIsNotBlamed(t *testing.T) {
 // load and kills the worker: its replacement compiles the snapshot the
 // controller took, not the disk, and renders.
 func TestWorkerRendersFromSnapshot(t *testing.T) {
-	if !renderworker.Available() {
-		t.Skip("render workers need Linux")
-	}
+	pool := newPool(t, 1)
 	dir := t.TempDir()
 	for _, f := range []string{"stencil.yaml", "probe.yaml.tmpl", "status.yaml.tmpl"} {
 		b, err := os.ReadFile(filepath.Join("testdata", f))
@@ -184,11 +182,6 @@ func TestWorkerRendersFromSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	_, sets, err := reload.Source{Path: filepath.Join(dir, "stencil.yaml"), Wall: pool}.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -205,14 +198,7 @@ func TestWorkerRendersFromSnapshot(t *testing.T) {
 // pool and makes the second current: the first's idle worker stops, and
 // every worker process left names the second snapshot in its environment.
 func TestCurrentStopsOldWorkers(t *testing.T) {
-	if !renderworker.Available() {
-		t.Skip("render workers need Linux")
-	}
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 2, Logger: klog.Background()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := newPool(t, 2)
 	dir := t.TempDir()
 	write := func(status string) {
 		for f, b := range map[string]string{"stencil.yaml": mustRead(t, "testdata/stencil.yaml"), "probe.yaml.tmpl": mustRead(t, "testdata/probe.yaml.tmpl"), "status.yaml.tmpl": status} {
@@ -337,7 +323,9 @@ func killWorkerWhenBusy(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, pid := range children() {
-			if cpuTicks(pid) > 20 {
+			// A worker killed before stays a zombie, its ticks counted,
+			// until the pool reaps it: only a live one is busy.
+			if alive(pid) && cpuTicks(pid) > 20 {
 				p, err := os.FindProcess(pid)
 				if err == nil {
 					_ = p.Kill()
@@ -451,17 +439,10 @@ func TestResultNodesBound(t *testing.T) {
 // (make unit runs it so): under it, the workers (this test binary) take
 // past their deadline to build the results.
 func TestTinyValuesStayInTheWorker(t *testing.T) {
-	if !renderworker.Available() {
-		t.Skip("render workers need Linux")
-	}
 	if raceEnabled {
 		t.Skip("measures resident memory and the workers' output: run without -race (make unit does)")
 	}
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 4, Logger: klog.Background()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := newPool(t, 4)
 	_, sets, err := reload.Source{Path: "testdata/stencil.yaml", Wall: pool}.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -528,14 +509,7 @@ func rssKiB(t *testing.T) int64 {
 // fresh worker; a worker kept after a render once stayed "finished" and
 // was never demoted again.
 func TestReusedWorkerIsDemoted(t *testing.T) {
-	if !renderworker.Available() {
-		t.Skip("render workers need Linux")
-	}
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := newPool(t, 1)
 	var mu sync.Mutex
 	slow := 0
 	pool.SetSlow(func() func() {
@@ -560,4 +534,19 @@ func TestReusedWorkerIsDemoted(t *testing.T) {
 	if slow != 1 {
 		t.Errorf("the slow render on the reused worker (pid %v) was demoted %d times, want 1", before, slow)
 	}
+}
+
+// newPool returns a pool of size workers, closed when the test ends; it
+// skips the test where render workers are not available.
+func newPool(t *testing.T, size int) *renderworker.Pool {
+	t.Helper()
+	if !renderworker.Available() {
+		t.Skip("render workers need Linux")
+	}
+	pool, err := renderworker.NewPool(renderworker.Options{Size: size, Logger: klog.Background()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
