@@ -1,0 +1,202 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+)
+
+// readRequests records the lists and watches of Secrets and ConfigMaps
+// a controller makes, and which of its watches are still open.
+type readRequests struct {
+	mu sync.Mutex
+	// seen is every list or watch, as "secrets ns?query" (ns "" is
+	// cluster-wide; metadataOnly=true a request for names only).
+	seen []string
+	// open counts open watches by "resource ns".
+	open map[string]int
+}
+
+// observe is a counter's onGet.
+func (rr *readRequests) observe(r *http.Request, resp *http.Response) {
+	resource, ns, ok := collectionOf(r.URL.Path)
+	if !ok || (resource != "secrets" && resource != "configmaps") {
+		return
+	}
+	q := r.URL.Query()
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	// A metadata-only request (the children's names informer: no
+	// contents) says so in its Accept header.
+	meta := strings.Contains(r.Header.Get("Accept"), "as=PartialObjectMetadata")
+	rr.seen = append(rr.seen, fmt.Sprintf("%s %s?labelSelector=%s&fieldSelector=%s&watch=%s&metadataOnly=%t", resource, ns, q.Get("labelSelector"), q.Get("fieldSelector"), q.Get("watch"), meta))
+	if q.Get("watch") == "true" && resp.StatusCode == http.StatusOK {
+		key := resource + " " + ns
+		rr.open[key]++
+		resp.Body = &onClose{ReadCloser: resp.Body, closed: func() {
+			rr.mu.Lock()
+			rr.open[key]--
+			rr.mu.Unlock()
+		}}
+	}
+}
+
+// openWatches returns how many watches of resource in ns are open.
+func (rr *readRequests) openWatches(resource, ns string) int {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.open[resource+" "+ns]
+}
+
+// requests returns what was seen so far.
+func (rr *readRequests) requests() []string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return slices.Clone(rr.seen)
+}
+
+// onClose calls closed once when the body is closed.
+type onClose struct {
+	io.ReadCloser
+	once   sync.Once
+	closed func()
+}
+
+func (c *onClose) Close() error {
+	c.once.Do(c.closed)
+	return c.ReadCloser.Close()
+}
+
+// collectionOf parses a list or watch path: /api/v1/secrets,
+// /api/v1/namespaces/x/secrets, /apis/g/v/namespaces/x/r. An object's
+// path (one more segment) is not a collection.
+func collectionOf(path string) (resource, ns string, ok bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "", "", false
+	}
+	switch len(parts) {
+	case 1:
+		return parts[0], "", true
+	case 3:
+		if parts[0] == "namespaces" {
+			return parts[2], parts[1], true
+		}
+	}
+	return "", "", false
+}
+
+// TestReadWatchesFollowReaders: with Readers in 2 of 10 namespaces, each
+// naming a Secret, Secrets are listed and watched in those 2 only; the
+// platform's ConfigMap, a fixed read, is watched by name in its
+// namespace; no list or watch of a read is cluster-wide (the children's
+// informers are: by label, and of names only); and once the last
+// Reader of a namespace is deleted, its watches end within 30 s.
+func TestReadWatchesFollowReaders(t *testing.T) {
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(restConfig(t))
+	suffix := time.Now().UnixNano() % 100000
+	platform := fmt.Sprintf("it-scope-platform-%d", suffix)
+	newNamespace(ctx, t, admin, platform)
+	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults",
+		map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+		t.Fatal(err)
+	}
+	var spaces []string
+	for i := range 10 {
+		ns := fmt.Sprintf("it-scope-%d-%d", suffix, i)
+		spaces = append(spaces, ns)
+		newNamespace(ctx, t, admin, ns)
+		if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db",
+			map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rr := &readRequests{open: map[string]int{}}
+	cnt := &counter{mutating: map[string]int{}, onGet: rr.observe}
+	// Every namespace (the run's --namespace unset): the readers decide.
+	r, _ := startReaders(ctx, t, cnt, "", platform)
+	defer r.stop(t)
+	// startReaders waits for the CRD in the namespace it is given; "" lists all.
+	withReaders := spaces[:2]
+	for _, ns := range withReaders {
+		for _, name := range []string{"a", "b"} {
+			if _, err := createOnce(ctx, admin.Resource(readers).Namespace(ns), reader(ns, name, nil, map[string]any{"passwordSecret": "db", "region": true, "tier": "web"})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, ns := range withReaders {
+		for _, name := range []string{"a", "b"} {
+			poll(t, time.Minute, ns+"/"+name+" Ready", func() (bool, error) {
+				u, err := admin.Resource(readers).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+				return err == nil && readyTrue(u), nil
+			})
+		}
+	}
+
+	seen := rr.requests()
+	var secretSpaces []string
+	fixed := false
+	for _, s := range seen {
+		resource, rest, _ := strings.Cut(s, " ")
+		ns, query, _ := strings.Cut(rest, "?")
+		switch {
+		case resource == "secrets" && ns == "":
+			t.Errorf("a cluster-wide request for Secrets: %s", s)
+		case resource == "secrets":
+			secretSpaces = append(secretSpaces, ns)
+		case resource == "configmaps" && ns == "" && strings.HasPrefix(query, "labelSelector=&") && !strings.HasSuffix(query, "metadataOnly=true"):
+			t.Errorf("a cluster-wide request for ConfigMaps' contents that is not the children's informer: %s", s)
+		case resource == "configmaps" && ns == platform:
+			fixed = true
+			if !strings.Contains(query, "fieldSelector=metadata.name=platform-defaults") {
+				t.Errorf("the platform's ConfigMap, a fixed read, not watched by name: %s", s)
+			}
+		}
+	}
+	slices.Sort(secretSpaces)
+	secretSpaces = slices.Compact(secretSpaces)
+	t.Logf("readers in %v of 10 namespaces: Secrets listed and watched in %v; %d lists and watches of Secrets and ConfigMaps: %q", withReaders, secretSpaces, len(seen), seen)
+	if !slices.Equal(secretSpaces, withReaders) {
+		t.Errorf("Secrets listed or watched in %v, want exactly %v", secretSpaces, withReaders)
+	}
+	if !fixed {
+		t.Errorf("the platform's ConfigMap was never listed in %s", platform)
+	}
+
+	// The last Readers of the second namespace go: its watches end.
+	gone := withReaders[1]
+	if n := rr.openWatches("secrets", gone); n == 0 {
+		t.Fatalf("no open watch of Secrets in %s before its readers were deleted", gone)
+	}
+	deleted := time.Now()
+	for _, name := range []string{"a", "b"} {
+		if err := admin.Resource(readers).Namespace(gone).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, 30*time.Second, "the watch of Secrets in "+gone+" ended", func() (bool, error) {
+		return rr.openWatches("secrets", gone) == 0, nil
+	})
+	t.Logf("the last Reader of %s deleted: its Secrets watch ended %s later; %d still open in %s", gone, time.Since(deleted).Round(time.Millisecond), rr.openWatches("secrets", withReaders[0]), withReaders[0])
+	if rr.openWatches("secrets", withReaders[0]) == 0 {
+		t.Errorf("the watch of Secrets in %s, which still has readers, ended", withReaders[0])
+	}
+}
