@@ -76,7 +76,7 @@ data:
 
 // startReaders writes the config, starts a controller over ns that
 // manages the Reader CRD, and waits until it is served.
-func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformNS string) (*running, string) {
+func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformNS string, edits ...func(*controller.Options)) (*running, string) {
 	t.Helper()
 	cfg := restConfig(t)
 	admin := dynamic.NewForConfigOrDie(cfg)
@@ -94,7 +94,12 @@ func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformN
 		return apierrors.IsNotFound(err), nil
 	})
 	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), readersCRD, metav1.DeleteOptions{}) })
-	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) {
+		o.ManageCRDs = true
+		for _, edit := range edits {
+			edit(o)
+		}
+	})
 	poll(t, time.Minute, "the Reader CRD, established", func() (bool, error) {
 		_, err := admin.Resource(readers).Namespace(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, nil

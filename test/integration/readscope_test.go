@@ -15,6 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+
+	"stencil.dev/stencil/controller"
 )
 
 // readRequests records the lists and watches of Secrets and ConfigMaps
@@ -199,4 +201,110 @@ func TestReadWatchesFollowReaders(t *testing.T) {
 	if rr.openWatches("secrets", withReaders[0]) == 0 {
 		t.Errorf("the watch of Secrets in %s, which still has readers, ended", withReaders[0])
 	}
+}
+
+// secretWatchSpaces returns the namespaces rr has an open Secret watch in.
+func (rr *readRequests) secretWatchSpaces() []string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	var out []string
+	for key, n := range rr.open {
+		if ns, ok := strings.CutPrefix(key, "secrets "); ok && n > 0 {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestRingReadWatchesSplit: a ring of 3 members serving Readers in 30
+// namespaces, each naming a Secret of its namespace: once the ring has
+// settled, every namespace's Secrets are watched by exactly one member
+// (the one that holds it), so the members' read watches split the
+// namespaces as their shares do.
+func TestRingReadWatchesSplit(t *testing.T) {
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(restConfig(t))
+	suffix := time.Now().UnixNano() % 100000
+	platform := fmt.Sprintf("it-ringreads-platform-%d", suffix)
+	newNamespace(ctx, t, admin, platform)
+	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults",
+		map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+		t.Fatal(err)
+	}
+	var spaces []string
+	for i := range 30 {
+		ns := fmt.Sprintf("it-ringreads-%d-%02d", suffix, i)
+		spaces = append(spaces, ns)
+		newNamespace(ctx, t, admin, ns)
+		if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db",
+			map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring := fmt.Sprintf("it-ringreads-%d", suffix)
+	member := func(i int) func(*controller.Options) {
+		return func(o *controller.Options) {
+			o.Ring = controller.Ring{Name: ring, Namespace: platform, Identity: fmt.Sprintf("member-%d", i)}
+		}
+	}
+	var members []*running
+	var seen []*readRequests
+	rr := &readRequests{open: map[string]int{}}
+	r, path := startReaders(ctx, t, &counter{mutating: map[string]int{}, onGet: rr.observe}, "", platform, member(0))
+	members, seen = append(members, r), append(seen, rr)
+	for i := 1; i < 3; i++ {
+		rr := &readRequests{open: map[string]int{}}
+		r := startWith(t, restConfig(t), &counter{mutating: map[string]int{}, onGet: rr.observe}, "", path, func(o *controller.Options) { member(i)(o) })
+		members, seen = append(members, r), append(seen, rr)
+	}
+	defer func() {
+		for _, r := range members {
+			r.stop(t)
+		}
+	}()
+	poll(t, 2*time.Minute, "3 members to settle on a view of 3", func() (bool, error) {
+		for _, r := range members {
+			if r.counterValue(t, "stencil_ring_members") != 3 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for _, ns := range spaces {
+		if _, err := createOnce(ctx, admin.Resource(readers).Namespace(ns), reader(ns, "a", nil, map[string]any{"passwordSecret": "db", "region": true, "tier": "web"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range spaces {
+		poll(t, 2*time.Minute, ns+"/a Ready", func() (bool, error) {
+			u, err := admin.Resource(readers).Namespace(ns).Get(ctx, "a", metav1.GetOptions{})
+			return err == nil && readyTrue(u), nil
+		})
+	}
+	// Watches a member opened before a handover end once its readers
+	// there are dropped (the next sweep) and idle: within a minute.
+	var each [][]string
+	poll(t, time.Minute, "every namespace's Secrets watched by exactly one member", func() (bool, error) {
+		each = each[:0]
+		count := map[string]int{}
+		for _, rr := range seen {
+			spaces := rr.secretWatchSpaces()
+			each = append(each, spaces)
+			for _, ns := range spaces {
+				count[ns]++
+			}
+		}
+		for _, ns := range spaces {
+			if count[ns] != 1 {
+				return false, nil
+			}
+		}
+		return len(count) == len(spaces), nil
+	})
+	var sizes []int
+	for _, s := range each {
+		sizes = append(sizes, len(s))
+	}
+	t.Logf("30 namespaces with a Reader each, a ring of 3: the members watch Secrets in %v namespaces, disjoint, covering all 30", sizes)
 }
