@@ -96,7 +96,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return err
 	}
 	if parent.GetDeletionTimestamp() != nil {
-		return nil
+		return c.releaseHelmFinalizer(ctx, entry, parent)
 	}
 	if c.expect.Newer(expect.KeyOf(parent), parent) != nil {
 		// The cache has not shown stencil's last status patch yet; the
