@@ -104,6 +104,32 @@ func collectionOf(path string) (resource, ns string, ok bool) {
 	return "", "", false
 }
 
+// readScope makes the namespaces of a read-scope test: the platform's,
+// PREFIX-platform-N, holding the ConfigMap platform-defaults, and count
+// tenant namespaces PREFIX-N-II, each holding the Secret db. It returns
+// the platform's namespace, the tenants' and the suffix N.
+func readScope(ctx context.Context, t *testing.T, admin dynamic.Interface, prefix string, count int) (string, []string, int64) {
+	t.Helper()
+	suffix := time.Now().UnixNano() % 100000
+	platform := fmt.Sprintf("%s-platform-%d", prefix, suffix)
+	newNamespace(ctx, t, admin, platform)
+	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults",
+		map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
+		t.Fatal(err)
+	}
+	var spaces []string
+	for i := range count {
+		ns := fmt.Sprintf("%s-%d-%02d", prefix, suffix, i)
+		spaces = append(spaces, ns)
+		newNamespace(ctx, t, admin, ns)
+		if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db",
+			map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return platform, spaces, suffix
+}
+
 // TestReadWatchesFollowReaders: with Readers in 2 of 10 namespaces, each
 // naming a Secret, Secrets are listed and watched in those 2 only; the
 // platform's ConfigMap, a fixed read, is watched by name in its
@@ -113,23 +139,7 @@ func collectionOf(path string) (resource, ns string, ok bool) {
 func TestReadWatchesFollowReaders(t *testing.T) {
 	ctx := context.Background()
 	admin := dynamic.NewForConfigOrDie(restConfig(t))
-	suffix := time.Now().UnixNano() % 100000
-	platform := fmt.Sprintf("it-scope-platform-%d", suffix)
-	newNamespace(ctx, t, admin, platform)
-	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults",
-		map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
-		t.Fatal(err)
-	}
-	var spaces []string
-	for i := range 10 {
-		ns := fmt.Sprintf("it-scope-%d-%d", suffix, i)
-		spaces = append(spaces, ns)
-		newNamespace(ctx, t, admin, ns)
-		if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db",
-			map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	platform, spaces, _ := readScope(ctx, t, admin, "it-scope", 10)
 	rr := &readRequests{open: map[string]int{}}
 	cnt := &counter{mutating: map[string]int{}, onGet: rr.observe}
 	// Every namespace (the run's --namespace unset): the readers decide.
@@ -225,23 +235,7 @@ func (rr *readRequests) secretWatchSpaces() []string {
 func TestRingReadWatchesSplit(t *testing.T) {
 	ctx := context.Background()
 	admin := dynamic.NewForConfigOrDie(restConfig(t))
-	suffix := time.Now().UnixNano() % 100000
-	platform := fmt.Sprintf("it-ringreads-platform-%d", suffix)
-	newNamespace(ctx, t, admin, platform)
-	if _, err := createOnce(ctx, admin.Resource(configmaps).Namespace(platform), object(configmaps, "ConfigMap", platform, "platform-defaults",
-		map[string]any{"data": map[string]any{"region": "eu-west-1"}})); err != nil {
-		t.Fatal(err)
-	}
-	var spaces []string
-	for i := range 30 {
-		ns := fmt.Sprintf("it-ringreads-%d-%02d", suffix, i)
-		spaces = append(spaces, ns)
-		newNamespace(ctx, t, admin, ns)
-		if _, err := createOnce(ctx, admin.Resource(secrets).Namespace(ns), object(secrets, "Secret", ns, "db",
-			map[string]any{"data": map[string]any{"password": "eA=="}})); err != nil {
-			t.Fatal(err)
-		}
-	}
+	platform, spaces, suffix := readScope(ctx, t, admin, "it-ringreads", 30)
 	ring := fmt.Sprintf("it-ringreads-%d", suffix)
 	member := func(i int) func(*controller.Options) {
 		return func(o *controller.Options) {
@@ -259,8 +253,23 @@ func TestRingReadWatchesSplit(t *testing.T) {
 		members, seen = append(members, r), append(seen, rr)
 	}
 	defer func() {
+		// All at once: a member stopped alone hands its share over while
+		// the others run on. What this test measures is done by then; a
+		// member whose Lease lapsed meanwhile (a loaded machine) says so
+		// and is not a failure of it.
 		for _, r := range members {
-			r.stop(t)
+			r.stopped = true
+			r.cancel()
+		}
+		for _, r := range members {
+			select {
+			case err := <-r.done:
+				if err != nil {
+					t.Logf("a member stopped with: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("a ring member did not stop within 30s of cancel")
+			}
 		}
 	}()
 	poll(t, 2*time.Minute, "3 members to settle on a view of 3", func() (bool, error) {
