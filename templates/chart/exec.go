@@ -208,6 +208,7 @@ func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.L
 		}
 	}
 	e := &executor{st: engine.NewState(limits, false), included: map[string]int{}, limits: limits, pool: pool}
+	e.st.LayOut()
 	e.taint = engine.NewTaint(&e.st)
 	e.p = printer{st: &e.st, templates: int64(c.templates), taint: e.taint}
 	e.t = template.New("gotpl").Option("missingkey=zero")
@@ -252,8 +253,8 @@ func (e *executor) reset() {
 	e.st.Reset()
 	e.taint.Reset()
 	clear(e.included)
-	st, taint, templates := e.p.st, e.p.taint, e.p.templates
-	e.p = printer{st: st, taint: taint, templates: templates}
+	st, taint, templates, helm := e.p.st, e.p.taint, e.p.templates, e.p.helm
+	e.p = printer{st: st, taint: taint, templates: templates, helm: helm}
 }
 
 // run renders every template that is not a partial, as Helm's
