@@ -111,9 +111,14 @@ type printer struct {
 // escapes). Text the chart printed, serialised data whose tenant strings
 // are placeholders, and an include's output print as they are: the
 // tenant's text in them is already placed or benign.
-func (p *printer) value(loc string, v any) (string, error) {
-	// As text/template prints it: nil is "<no value>", which Helm removes
-	// from each file's output but keeps in include and tpl text.
+func (p *printer) value(loc string, v any) (any, error) {
+	if v == nil {
+		// Printed, "<no value>", which Helm removes from each file's
+		// output but keeps in include and tpl text; given to a layout,
+		// what Helm's gets (quote drops it: `x: {{ .Values.unset | quote }}`
+		// is null).
+		return nil, nil
+	}
 	s := engine.Printed(v)
 	if err := p.st.Meter().Output(int64(len(s))); err != nil {
 		return "", err
