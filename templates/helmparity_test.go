@@ -623,8 +623,8 @@ func setLabels(u *unstructured.Unstructured, lbls map[string]string) {
 
 // stencilOrder is what stencil prints for the parity chart's
 // unordered-keys (the keys sorted) and unordered-values (the values in the
-// order of their sorted keys), from its cfg-KEY entries (range, sorted in
-// both).
+// order of their sorted keys, nil ones left out as join leaves them), from
+// its cfg-KEY entries (range, sorted in both).
 func stencilOrder(field string, data map[string]string) string {
 	var keys []string
 	for k := range data {
@@ -634,9 +634,14 @@ func stencilOrder(field string, data map[string]string) string {
 	}
 	slices.Sort(keys)
 	if field == "unordered-values" {
-		for i, k := range keys {
-			keys[i] = data["cfg-"+k]
+		var vals []string
+		for _, k := range keys {
+			// join skips a nil value, which toString prints <nil>.
+			if v := data["cfg-"+k]; v != "<nil>" {
+				vals = append(vals, v)
+			}
 		}
+		return strings.Join(vals, ",")
 	}
 	return strings.Join(keys, ",")
 }
