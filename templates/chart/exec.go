@@ -219,7 +219,23 @@ func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.L
 			return nil, helmParseError(name, err)
 		}
 	}
+	if c.instrument != nil {
+		c.instrument(e.t)
+	}
 	return e, nil
+}
+
+// Instrument has f called on the templates of every executor once they
+// are parsed, before a render runs them ("stencil test --coverage" adds
+// its branch calls so), and at once on every template of the chart and
+// its subcharts, so that a subchart no render enables is counted too.
+// Call it before the chart's first render.
+func (c *Chart) Instrument(f func(*template.Template)) error {
+	c.instrument = f
+	files := templateFiles(c.ch)
+	// An executor of its own, never pooled: its parse is f's alone.
+	_, err := c.executor(files, parseOrder(files), budget.Limits{})
+	return err
 }
 
 // perRender are stencil's copies of the functions Helm binds per render
