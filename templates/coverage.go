@@ -3,6 +3,7 @@ package templates
 import (
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"text/template"
 	"text/template/parse"
@@ -15,10 +16,26 @@ import (
 // its else (an absent else is the branch where the condition was false, or
 // the range empty). A Set loaded with Options.Coverage has a call that
 // prints nothing at the start of each branch; the calls record here.
-// Chart entries are not instrumented (their templates are the chart's).
+// A chart entry's templates are instrumented the same way, as the chart
+// parses them (chart.Chart.Instrument): every executor's parse of a file
+// counts into the same branches, by file and position.
 type Coverage struct {
+	// mu guards branches, hits and ids: a chart's executors are parsed,
+	// and instrumented, while other renders run.
+	mu       sync.Mutex
 	branches []Branch
 	hits     []*atomic.Int64
+	// ids numbers each branch by where it is: a template parsed again
+	// (another executor of a chart) counts into the same branch.
+	ids map[branchKey]int
+}
+
+// branchKey is where a branch is: the file, the template (a define) and
+// the position of its if, with or range, and which of its two it is.
+type branchKey struct {
+	file, template string
+	pos            parse.Pos
+	kind           string
 }
 
 // Branch is one branch of a template.
@@ -39,6 +56,8 @@ func NewCoverage() *Coverage { return &Coverage{} }
 // Branches returns every branch and how often renders took it, in the
 // order the templates were loaded.
 func (c *Coverage) Branches() ([]Branch, []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	taken := make([]int64, len(c.branches))
 	for i := range c.branches {
 		taken[i] = c.hits[i].Load()
@@ -46,10 +65,17 @@ func (c *Coverage) Branches() ([]Branch, []int64) {
 	return slices.Clone(c.branches), taken
 }
 
-// instrument adds the branch calls to every tree of root not seen yet,
-// each branch named after file (the tree's parse name) and its line.
-func (c *Coverage) instrument(root *template.Template) {
-	start := len(c.branches)
+// Instrument adds the branch calls to every tree of root not instrumented
+// yet, each branch named after file (the tree's parse name) and its line;
+// a tree parsed from the same text as one before counts into its
+// branches. Load calls it on own templates; chart.Chart.Instrument on each
+// parse of a chart's.
+func (c *Coverage) Instrument(root *template.Template) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil {
+		c.ids = map[branchKey]int{}
+	}
 	for _, t := range root.Templates() {
 		if t.Tree == nil || t.Tree.Root == nil {
 			continue
@@ -60,8 +86,17 @@ func (c *Coverage) instrument(root *template.Template) {
 			if *l == nil {
 				*l = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Position()}
 			}
-			id := len(c.branches)
-			c.branches = append(c.branches, Branch{Template: tree.ParseName, Location: engine.Location(tree, n), Kind: kind})
+			if len((*l).Nodes) > 0 && isCoverCall((*l).Nodes[0]) {
+				return // instrumented already (a tree root shares with a clone)
+			}
+			key := branchKey{file: tree.ParseName, template: tree.Name, pos: n.Position(), kind: kind}
+			id, seen := c.ids[key]
+			if !seen {
+				id = len(c.branches)
+				c.ids[key] = id
+				c.branches = append(c.branches, Branch{Template: tree.ParseName, Location: engine.Location(tree, n), Kind: kind})
+				c.hits = append(c.hits, new(atomic.Int64))
+			}
 			num := &parse.NumberNode{NodeType: parse.NodeNumber, Pos: n.Position(), IsInt: true, Int64: int64(id), Text: strconv.Itoa(id)}
 			call := &parse.ActionNode{NodeType: parse.NodeAction, Pos: n.Position(), Pipe: &parse.PipeNode{NodeType: parse.NodePipe, Pos: n.Position(),
 				Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: n.Position(), Args: []parse.Node{parse.NewIdentifier(coverFunc).SetPos(n.Position()), num}}}}}
@@ -95,11 +130,21 @@ func (c *Coverage) instrument(root *template.Template) {
 		}
 		visit(tree.Root)
 	}
-	for range len(c.branches) - start {
-		c.hits = append(c.hits, new(atomic.Int64))
-	}
 	root.Funcs(template.FuncMap{coverFunc: func(id int) string {
-		c.hits[id].Add(1)
+		c.mu.Lock()
+		hit := c.hits[id]
+		c.mu.Unlock()
+		hit.Add(1)
 		return ""
 	}})
+}
+
+// isCoverCall says whether n is a branch call Instrument added.
+func isCoverCall(n parse.Node) bool {
+	a, ok := n.(*parse.ActionNode)
+	if !ok || len(a.Pipe.Cmds) != 1 || len(a.Pipe.Cmds[0].Args) == 0 {
+		return false
+	}
+	id, ok := a.Pipe.Cmds[0].Args[0].(*parse.IdentifierNode)
+	return ok && id.Ident == coverFunc
 }

@@ -59,8 +59,8 @@ type Options struct {
 	// Helm's defaults, as helm template has them.
 	Capabilities *common.Capabilities
 	// Coverage, when set, records which branches renders take (own
-	// templates only; "stencil test --coverage" renders in this process
-	// then, since a render worker loads its own sets).
+	// templates and a chart's; "stencil test --coverage" renders in this
+	// process then, since a render worker loads its own sets).
 	Coverage *Coverage
 	// unbudgeted loads the templates without the render budget's
 	// counting, for BenchmarkRender's baseline only.
@@ -209,6 +209,11 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 		if err := s.loadChart(cfg, e); err != nil {
 			return nil, err
 		}
+		if opts.Coverage != nil {
+			if err := s.chart.Instrument(opts.Coverage.Instrument); err != nil {
+				return nil, &config.FieldError{File: cfg.Path, Entry: entry, Field: "chart", Err: err}
+			}
+		}
 		return s, nil
 	}
 	var errs []error
@@ -272,7 +277,7 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 		return nil, errors.Join(errs...)
 	}
 	if opts.Coverage != nil {
-		opts.Coverage.instrument(root)
+		opts.Coverage.Instrument(root)
 	}
 	s.root = root
 	var cycle []string

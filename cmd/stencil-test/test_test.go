@@ -423,3 +423,48 @@ func listFiles(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestStencilTestChartCoverage: --coverage lists a chart entry's branches
+// as it lists own templates', by the chart's file and line (as Helm names
+// the file); a case that switches the ConfigMap off takes the else of its
+// if.
+func TestStencilTestChartCoverage(t *testing.T) {
+	chart, err := filepath.Abs(filepath.Join("..", "..", "crds", "charts", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stencil.yaml")
+	files := map[string]string{
+		path: "resources:\n  - group: charts.example.com\n    version: v1\n    resource: hellos\n    chart: " + chart + "\n",
+		filepath.Join(dir, "tests", "a.yaml"): `cases:
+  - {name: defaults, resource: {apiVersion: charts.example.com/v1, kind: Hello, metadata: {name: h, namespace: team-a}, spec: {}}, assert: ["objects.exists(o, o.kind == 'ConfigMap')"]}
+`,
+	}
+	for p, text := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := stencil(t, "", "test", "--config", path, "--coverage")
+	r.expect(t, 0, []string{"coverage: 6 of 12 template branches taken (50.0%)", "hello/templates/configmap.yaml: 2 of 4 (50.0%)", "not taken: hello/templates/configmap.yaml:1: else of if",
+		"hello/templates/deployment.yaml: ", "not taken: hello/templates/deployment.yaml:20: with"}, nil)
+	if strings.Contains(r.stdout, "hello/templates/configmap.yaml:1: if\n") {
+		t.Errorf("the taken if is listed as not taken:\n%s", r.stdout)
+	}
+
+	off := filepath.Join(dir, "tests", "b.yaml")
+	if err := os.WriteFile(off, []byte(`cases:
+  - {name: no config, resource: {apiVersion: charts.example.com/v1, kind: Hello, metadata: {name: h, namespace: team-a}, spec: {config: {enabled: false}}}, assert: ["!objects.exists(o, o.kind == 'ConfigMap')"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = stencil(t, "", "test", "--config", path, "--coverage")
+	r.expect(t, 0, []string{"hello/templates/configmap.yaml: 3 of 4 (75.0%)", "not taken: hello/templates/configmap.yaml:10: with"}, nil)
+	if strings.Contains(r.stdout, "hello/templates/configmap.yaml:1: else of if") {
+		t.Errorf("the else taken by the second case is listed as not taken:\n%s", r.stdout)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"text/template"
 	"time"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -60,6 +61,9 @@ type Chart struct {
 	// parses counts the times they were parsed.
 	executors executors
 	parses    atomic.Int64
+	// instrument, when set (Instrument), is called on each executor's
+	// templates once parsed.
+	instrument func(*template.Template)
 }
 
 // Load loads the chart directory or .tgz at p, checks what Helm checks

@@ -208,6 +208,7 @@ func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.L
 		}
 	}
 	e := &executor{st: engine.NewState(limits, false), included: map[string]int{}, limits: limits, pool: pool}
+	e.st.LayOut()
 	e.taint = engine.NewTaint(&e.st)
 	e.p = printer{st: &e.st, templates: int64(c.templates), taint: e.taint}
 	e.t = template.New("gotpl").Option("missingkey=zero")
@@ -218,7 +219,23 @@ func (c *Chart) executor(files map[string][]byte, keys []string, limits budget.L
 			return nil, helmParseError(name, err)
 		}
 	}
+	if c.instrument != nil {
+		c.instrument(e.t)
+	}
 	return e, nil
+}
+
+// Instrument has f called on the templates of every executor once they
+// are parsed, before a render runs them ("stencil test --coverage" adds
+// its branch calls so), and at once on every template of the chart and
+// its subcharts, so that a subchart no render enables is counted too.
+// Call it before the chart's first render.
+func (c *Chart) Instrument(f func(*template.Template)) error {
+	c.instrument = f
+	files := templateFiles(c.ch)
+	// An executor of its own, never pooled: its parse is f's alone.
+	_, err := c.executor(files, parseOrder(files), budget.Limits{})
+	return err
 }
 
 // perRender are stencil's copies of the functions Helm binds per render
@@ -252,8 +269,8 @@ func (e *executor) reset() {
 	e.st.Reset()
 	e.taint.Reset()
 	clear(e.included)
-	st, taint, templates := e.p.st, e.p.taint, e.p.templates
-	e.p = printer{st: st, taint: taint, templates: templates}
+	st, taint, templates, helm := e.p.st, e.p.taint, e.p.templates, e.p.helm
+	e.p = printer{st: st, taint: taint, templates: templates, helm: helm}
 }
 
 // run renders every template that is not a partial, as Helm's

@@ -96,8 +96,8 @@ func rewriteFile(name, src string) (string, error) {
 			w.node(b.nodes[0])
 			continue
 		}
-		w.open(b.pos)
-		w.WriteString("define " + strconv.Quote(b.define) + "}}")
+		w.open(b.pos, "define")
+		w.WriteString(strconv.Quote(b.define) + "}}")
 		for _, n := range b.nodes {
 			w.node(n)
 		}
@@ -332,14 +332,30 @@ func (w *writer) WriteString(s string) {
 }
 
 // open writes "{{" and the newlines that bring the output to the line of
-// pos in src.
-func (w *writer) open(pos parse.Pos) {
+// pos in src, then keyword ("if", "range" ...; "" for an action) and the
+// spaces that bring what follows it to the column of pos in src, where
+// the output is not already past it: Helm's errors (required, fail, a
+// nil pointer) name the line and column of the chart's text, and the
+// rewrite drops the spaces that "{{-" trims before the action.
+func (w *writer) open(pos parse.Pos, keyword string) {
 	w.Builder.WriteString("{{")
-	if int(pos) <= len(w.src) {
-		if want := 1 + strings.Count(w.src[:pos], "\n"); want > w.line {
-			w.WriteString(strings.Repeat("\n", want-w.line))
-		}
+	if int(pos) > len(w.src) {
+		w.Builder.WriteString(keyword)
+		return
 	}
+	if want := 1 + strings.Count(w.src[:pos], "\n"); want > w.line {
+		w.WriteString(strings.Repeat("\n", want-w.line))
+	}
+	if keyword != "" {
+		keyword += " "
+	}
+	out := w.Builder.String()
+	col := len(out) - strings.LastIndexByte(out, '\n') - 1
+	want := int(pos) - strings.LastIndexByte(w.src[:pos], '\n') - 1
+	if pad := want - col - len(keyword); pad > 0 {
+		w.Builder.WriteString(strings.Repeat(" ", pad))
+	}
+	w.Builder.WriteString(keyword)
 }
 
 func (w *writer) list(l *parse.ListNode) {
@@ -352,8 +368,8 @@ func (w *writer) list(l *parse.ListNode) {
 }
 
 func (w *writer) branch(keyword string, pos parse.Pos, pipe *parse.PipeNode, list, elseList *parse.ListNode) {
-	w.open(pos)
-	w.WriteString(keyword + " " + pipe.String() + "}}")
+	w.open(pos, keyword)
+	w.WriteString(pipe.String() + "}}")
 	w.list(list)
 	if elseList != nil {
 		w.WriteString("{{else}}")
@@ -373,7 +389,7 @@ func (w *writer) node(n parse.Node) {
 		}
 		w.WriteString(text)
 	case *parse.ActionNode:
-		w.open(n.Pos)
+		w.open(n.Pos, "")
 		w.WriteString(n.Pipe.String() + "}}")
 	case *parse.IfNode:
 		w.branch("if", n.Pos, n.Pipe, n.List, n.ElseList)
@@ -382,8 +398,8 @@ func (w *writer) node(n parse.Node) {
 	case *parse.WithNode:
 		w.branch("with", n.Pos, n.Pipe, n.List, n.ElseList)
 	case *parse.TemplateNode:
-		w.open(n.Pos)
-		w.WriteString("template " + strconv.Quote(n.Name))
+		w.open(n.Pos, "template")
+		w.WriteString(strconv.Quote(n.Name))
 		if n.Pipe != nil {
 			w.WriteString(" " + n.Pipe.String())
 		}

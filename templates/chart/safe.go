@@ -97,6 +97,11 @@ type printer struct {
 	tenantTemplates bool
 	// reads are what lookup answers from (Release.Reads).
 	reads []map[string]any
+	// helm is Helm's function table, as Helm binds it; helmText is what
+	// the serialiser now running would write from the real values, when
+	// it is given placeholders (before and after).
+	helm     template.FuncMap
+	helmText *string
 }
 
 // value is valueFunc: what an action prints. Text that holds the
@@ -106,9 +111,14 @@ type printer struct {
 // escapes). Text the chart printed, serialised data whose tenant strings
 // are placeholders, and an include's output print as they are: the
 // tenant's text in them is already placed or benign.
-func (p *printer) value(loc string, v any) (string, error) {
-	// As text/template prints it: nil is "<no value>", which Helm removes
-	// from each file's output but keeps in include and tpl text.
+func (p *printer) value(loc string, v any) (any, error) {
+	if v == nil {
+		// Printed, "<no value>", which Helm removes from each file's
+		// output but keeps in include and tpl text; given to a layout,
+		// what Helm's gets (quote drops it: `x: {{ .Values.unset | quote }}`
+		// is null).
+		return nil, nil
+	}
 	s := engine.Printed(v)
 	if err := p.st.Meter().Output(int64(len(s))); err != nil {
 		return "", err
@@ -150,28 +160,105 @@ func (p *printer) before(name string, v any) (any, error) {
 		p.parsed = false
 		return v, nil
 	}
+	p.helmText = nil
 	if p.tenantTemplates {
 		// Tenant text runs where the chart gives it to tpl: it must reach
 		// tpl as text.
 		return v, nil
 	}
+	if !p.taint.Holds(v) {
+		return v, nil
+	}
+	// What Helm writes from the real values, for a function given the
+	// text (engine.State.RecordHelmText), charged as the call itself.
+	if f, ok := p.helm[name].(func(any) string); ok {
+		if err := p.st.Meter().Before(name, v); err != nil {
+			return nil, err
+		}
+		text, err := callSerialiser(f, v)
+		if err != nil {
+			return nil, err
+		}
+		p.helmText = &text
+	}
 	return p.st.Placeholders(v, p.taint), nil
 }
 
+// callSerialiser calls one of Helm's serialisers, whose must- forms panic
+// on what they cannot write: that is an error, as in Helm.
+func callSerialiser(f func(any) string, v any) (s string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return f(v), nil
+}
+
 // after is afterFunc: what Helm's function name returned.
-func (p *printer) after(name string, r any) any {
+func (p *printer) after(name string, r any) (any, error) {
 	switch {
 	case funcs.Is(name, funcs.Parser):
 		if p.parsed {
 			p.parsed = false
-			return p.taint.Value(r)
+			return p.taint.Value(r), nil
 		}
-	case funcs.Is(name, funcs.WritesYAML):
-		if s, ok := r.(string); ok {
-			return p.st.QuotePlaceholders(s)
+	case funcs.Is(name, funcs.Serialiser):
+		s, ok := r.(string)
+		if !ok {
+			return r, nil
 		}
+		if funcs.Is(name, funcs.WritesYAML) {
+			s = p.st.QuotePlaceholders(s)
+		}
+		// Helm's toYaml writes nothing where it fails (a key holding NEL,
+		// which its YAML cannot write): stencil keeps the data there.
+		if helm := p.helmText; helm != nil && (*helm != "" || s == "") {
+			p.helmText = nil
+			if err := p.st.RecordHelmText(s, *helm); err != nil {
+				return nil, err
+			}
+		}
+		return s, nil
 	}
-	return r
+	return r, nil
+}
+
+// layoutQuote is stencil's copy of quote or squote (f), which lays out
+// what valueFunc printed: a placeholder alone is quoted as it stands (it
+// lands as one value; a function given the text quotes the value, see
+// engine.State.ResolveIndented), and text that holds placeholders (an
+// include's) is first given Helm's text, which lands as one value.
+func (p *printer) layoutQuote(f func(...any) string) func(...any) (string, error) {
+	return func(args ...any) (string, error) {
+		for i, a := range args {
+			s, ok := a.(string)
+			if !ok || !strings.Contains(s, p.st.Mark()) || p.st.IsPlaceholder(s) {
+				continue
+			}
+			tok, err := p.st.Place(p.st.ResolveIndented(s), "")
+			if err != nil {
+				return "", err
+			}
+			args[i] = tok
+		}
+		return f(args...), nil
+	}
+}
+
+// layoutIndent is stencil's copy of indent or nindent (f), which lays out
+// what valueFunc printed: where that is a serialiser's text with
+// placeholders, Helm's text laid out the same is recorded with it.
+func (p *printer) layoutIndent(f func(int, string) string) func(int, string) (string, error) {
+	return func(n int, s string) (string, error) {
+		r := f(n, s)
+		if strings.Contains(s, p.st.Mark()) {
+			if err := p.st.RecordHelmText(r, f(n, p.st.ResolveIndented(s))); err != nil {
+				return "", err
+			}
+		}
+		return r, nil
+	}
 }
 
 // random are the functions (of engine's policy table) whose result
@@ -292,6 +379,7 @@ func (p *printer) lookup(apiVersion, kind, namespace, name string) (map[string]a
 //     sorted: funcs.Ordered): counted against the render budget and
 //     tainted by what they are given.
 func (p *printer) funcs(helm, perRender template.FuncMap) template.FuncMap {
+	p.helm = helm
 	counted := template.FuncMap{}
 	bound := template.FuncMap{}
 	real := map[string]any{}
@@ -327,6 +415,12 @@ func (p *printer) funcs(helm, perRender template.FuncMap) template.FuncMap {
 	layouts := map[string]any{}
 	for _, name := range []string{"indent", "nindent", "quote", "squote"} {
 		layouts[layoutPrefix+name] = m[name]
+		switch f := m[name].(type) {
+		case func(int, string) string:
+			layouts[layoutPrefix+name] = p.layoutIndent(f)
+		case func(...any) string:
+			layouts[layoutPrefix+name] = p.layoutQuote(f)
+		}
 	}
 	m = p.taint.Wrap(m)
 	maps.Copy(m, layouts)

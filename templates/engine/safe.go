@@ -124,6 +124,21 @@ type State struct {
 	// mark is tokenPrefix and this render's secret: what starts every
 	// placeholder of this render, and nothing else.
 	mark string
+	// helmTexts are what Helm's own functions wrote where chart mode's
+	// wrote placeholders (RecordHelmText), by the first token of what
+	// chart mode wrote.
+	helmTexts map[string][]helmText
+	// layOut resolves placeholders inside larger scalars as chart mode
+	// lays them out (LayOut).
+	layOut bool
+}
+
+// helmText is one text a chart's serialiser or layout wrote with
+// placeholders (placed), and what Helm's function wrote from the real
+// values (helm); at is the offset of placed's first token in it.
+type helmText struct {
+	placed, helm string
+	at           int
 }
 
 // NewState returns the state of one executor, whose renders are bounded
@@ -162,6 +177,7 @@ func (st *State) Steps() int64 { return st.meter.Steps() }
 // Reset readies the state for the next render, keeping its memory.
 func (st *State) Reset() {
 	clear(st.vals)
+	clear(st.helmTexts)
 	st.vals, st.depth, st.size = st.vals[:0], 0, 0
 	st.meter.Reset()
 	st.mark = newMark()
@@ -331,6 +347,9 @@ func (st *State) substitute(s string) (string, error) {
 	if !strings.Contains(s, st.mark) {
 		return s, nil
 	}
+	if st.layOut {
+		return st.resolveLaidOut(s)
+	}
 	var failed error
 	out := tokenPattern.ReplaceAllStringFunc(s, func(tok string) string {
 		m := tokenPattern.FindStringSubmatch(tok)
@@ -404,6 +423,13 @@ func (st *State) Place(v any, loc string) (string, error) {
 	return tok, nil
 }
 
+// IsPlaceholder reports whether s is one of the render's placeholders and
+// nothing else.
+func (st *State) IsPlaceholder(s string) bool {
+	m := tokenPattern.FindStringSubmatchIndex(s)
+	return m != nil && m[0] == 0 && m[1] == len(s) && s[m[2]:m[3]] == st.mark[len(tokenPrefix):]
+}
+
 // Resolve replaces every placeholder in s by the text of its value: what a
 // function is given when it takes rendered text as an argument.
 func (st *State) Resolve(s string) string { return resolve(s, st) }
@@ -419,20 +445,98 @@ func Budgeted(fm template.FuncMap, st *State) template.FuncMap {
 	return budget.Wrap(fm, &st.meter, measuredFuncs)
 }
 
+// RecordHelmText records that where a chart's serialiser (toYaml,
+// toJson ...), or a layout of its output (indent, nindent), wrote placed,
+// which holds placeholders, Helm would have written helm: the same
+// function run on the real values. ResolveIndented gives a function that
+// takes the text Helm's bytes (a sha256sum of an included ConfigMap is
+// Helm's checksum), where the placeholders' own texts would differ in
+// quoting, in YAML's choice of style and in line folding.
+func (st *State) RecordHelmText(placed, helm string) error {
+	loc := tokenPattern.FindStringSubmatchIndex(placed)
+	if loc == nil || placed[loc[2]:loc[3]] != st.mark[len(tokenPrefix):] {
+		return nil
+	}
+	if st.size += len(helm); st.size > outputBound(st.meter.Limits()) {
+		return outputTooLarge(outputBound(st.meter.Limits()))
+	}
+	if st.helmTexts == nil {
+		st.helmTexts = map[string][]helmText{}
+	}
+	tok := placed[loc[0]:loc[1]]
+	st.helmTexts[tok] = append(st.helmTexts[tok], helmText{placed: placed, helm: helm, at: loc[0]})
+	return nil
+}
+
+// withHelmTexts replaces in s each text RecordHelmText recorded by
+// Helm's (the longest that matches where a token starts one).
+func (st *State) withHelmTexts(s string) string {
+	if len(st.helmTexts) == 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range tokenPattern.FindAllStringIndex(s, -1) {
+		if m[0] < last {
+			continue
+		}
+		var best *helmText
+		for i, t := range st.helmTexts[s[m[0]:m[1]]] {
+			start := m[0] - t.at
+			if start >= last && strings.HasPrefix(s[start:], t.placed) && (best == nil || len(t.placed) > len(best.placed)) {
+				best = &st.helmTexts[s[m[0]:m[1]]][i]
+			}
+		}
+		if best == nil {
+			continue
+		}
+		start := m[0] - best.at
+		b.WriteString(s[last:start])
+		b.WriteString(best.helm)
+		last = start + len(best.placed)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
 // ResolveIndented is Resolve for chart mode, where indent, nindent and
 // quote lay out the placeholder rather than the value: a placeholder that
 // stands after only spaces on its line gets each further line of its
 // value indented the same, and one between double quotes is quoted as
 // quote quotes (Go's %q), which is what they did to the value in Helm.
+// What a serialiser wrote is first given Helm's text (RecordHelmText).
 func (st *State) ResolveIndented(s string) string {
+	out, _ := st.resolveLaidOut(s) // a placeholder not of st stays as it is
+	return out
+}
+
+// LayOut makes a placeholder that lands inside a larger scalar read as
+// ResolveIndented resolves it, as chart mode's layouts need: Helm's text
+// there, quoted where quote quoted it and indented where indent and
+// nindent indented it. Own templates place values without layouts.
+func (st *State) LayOut() { st.layOut = true }
+
+// resolveLaidOut is ResolveIndented; a placeholder of st it did not
+// record is an error (and stays in the result).
+func (st *State) resolveLaidOut(s string) (string, error) {
 	if !strings.Contains(s, st.mark) {
-		return s
+		return s, nil
+	}
+	if s = st.withHelmTexts(s); !strings.Contains(s, st.mark) {
+		return s, nil
 	}
 	var b strings.Builder
+	var failed error
 	last := 0
 	for _, m := range tokenPattern.FindAllStringSubmatchIndex(s, -1) {
 		p, ok := st.lookup([]string{s[m[0]:m[1]], s[m[2]:m[3]], s[m[4]:m[5]], s[m[6]:m[7]]})
 		if !ok {
+			if s[m[2]:m[3]] == st.mark[len(tokenPrefix):] {
+				failed = fmt.Errorf("placing a value: unknown placeholder %s", s[m[0]:m[1]])
+			}
 			continue
 		}
 		text := p.text()
@@ -453,5 +557,5 @@ func (st *State) ResolveIndented(s string) string {
 		last = end
 	}
 	b.WriteString(s[last:])
-	return b.String()
+	return b.String(), failed
 }

@@ -1,0 +1,3 @@
+{{- define "anyvalues.echo" -}}
+{{ toYaml . }}
+{{- end -}}

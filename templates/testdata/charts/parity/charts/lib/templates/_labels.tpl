@@ -1,0 +1,4 @@
+{{- define "lib.labels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+team: {{ .Values.global.team }}
+{{- end -}}
