@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -404,6 +405,13 @@ func sameResourceVersion(old, cur any) bool {
 }
 
 // EnqueueAll adds every cached custom resource to the queue: the periodic
+// ReadCache calls fn with each object stencil's read caches hold, and
+// whether its scope keeps a Secret's data: what the process's memory
+// holds of what resources read (tests look there for what must not be).
+func (c *Controller) ReadCache(fn func(u *unstructured.Unstructured, secretData bool)) {
+	c.rec.ReadCache(fn)
+}
+
 // resync, also used by tests to force one.
 func (c *Controller) EnqueueAll() int {
 	c.rec.SweepExpectations()

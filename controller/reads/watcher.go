@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -214,6 +215,22 @@ func (w *Watcher) sweep(now time.Time) {
 			klog.FromContext(w.ctx).V(2).Info("No longer watching reads: no reader left", "scope", describe(sc))
 			s.stop()
 			delete(w.scopes, sc)
+		}
+	}
+}
+
+// Cached calls fn with each object the read caches hold, and whether its
+// scope keeps a Secret's data (secretData): what stencil's memory holds
+// of what it reads, for tests that look for what must not be there.
+func (w *Watcher) Cached(fn func(u *unstructured.Unstructured, secretData bool)) {
+	w.mu.Lock()
+	scopes := maps.Clone(w.scopes)
+	w.mu.Unlock()
+	for sc, s := range scopes {
+		for _, o := range s.inf.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				fn(u, sc.full)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller/reads"
@@ -65,5 +66,13 @@ func (c *Reconciler) waitForReads(ctx context.Context, p *pass) error {
 func (c *Reconciler) HoldReads(holds func(ns string) bool) {
 	if c.opts.Reads != nil {
 		c.opts.Reads.Hold(holds)
+	}
+}
+
+// ReadCache calls fn with each object the read caches hold, and whether
+// its scope keeps a Secret's data (reads.Watcher.Cached).
+func (c *Reconciler) ReadCache(fn func(u *unstructured.Unstructured, secretData bool)) {
+	if c.opts.Reads != nil {
+		c.opts.Reads.Cached(fn)
 	}
 }

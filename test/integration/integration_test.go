@@ -239,6 +239,8 @@ type running struct {
 	// stopped makes stop idempotent: a test may stop a controller early
 	// and still defer the stop.
 	stopped bool
+	// logs holds what the controller logged (startLogged); nil otherwise.
+	logs ktesting.Buffer
 }
 
 func start(t testing.TB, cfg *rest.Config, cnt *counter, ns string) *running {
@@ -262,8 +264,15 @@ func startWorkers(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string,
 // startConfig's changed by edit.
 func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, edit func(*controller.Options)) *running {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
+	return startLogged(t, cfg, cnt, ns, path, edit, false)
+}
+
+// startLogged is startWith; with buffer, what the controller logs is also
+// kept in running.logs, for a test to search.
+func startLogged(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, edit func(*controller.Options), buffer bool) *running {
+	t.Helper()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(buffer)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	// Renders go through the wall, as in stencil run: render workers are
 	// this test binary (TestMain serves as one).
 	wall, err := renderworker.NewPool(renderworker.Options{Size: 16, Logger: klog.FromContext(ctx)})
@@ -292,6 +301,9 @@ func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, ed
 		t.Fatal(err)
 	}
 	r := &running{c: c, metrics: m, cancel: cancel, done: make(chan error, 1)}
+	if u, ok := logger.GetSink().(ktesting.Underlier); ok && buffer {
+		r.logs = u.GetBuffer()
+	}
 	go func() {
 		err := c.Run(ctx)
 		wall.Close()
