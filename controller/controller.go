@@ -64,8 +64,13 @@ type Options struct {
 	Config *config.Config
 	// Sets holds the parsed templates, one per Config.Resources entry, in order.
 	Sets []*templates.Set
-	// Dynamic reads and writes custom resources and children.
+	// Dynamic reads and writes custom resources and children (the
+	// children of an entry without identity).
 	Dynamic dynamic.Interface
+	// Impersonate returns the client that writes children as a user, an
+	// entry's identity (Impersonators.Client); nil: an entry with an
+	// identity writes nothing.
+	Impersonate func(user string) (dynamic.Interface, error)
 	// Metadata, when set, caches the names of every object of the child
 	// kinds, so that creating a child needs no read (see liveChild); nil
 	// reads the object on a cache miss instead.
@@ -268,7 +273,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			ChildKindsResolved: func() { c.EnqueueAll() },
 		},
 	}, reconcile.Options{
-		Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
+		Dynamic: opts.Dynamic, Impersonate: opts.Impersonate, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
 		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
 		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
 		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,

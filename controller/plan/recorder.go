@@ -82,7 +82,12 @@ func (r *recorder) result(uid types.UID) *diffResult {
 	return res
 }
 
-// Create implements reconcile.Writer: a dry-run create, recorded.
+// As implements reconcile.Writer: the plan dry-runs every write as
+// stencil's own account, whatever the entry's identity (stencil diff does
+// not impersonate yet).
+func (r *recorder) As(string) (reconcile.ChildWriter, error) { return r, nil }
+
+// Create implements reconcile.ChildWriter: a dry-run create, recorded.
 func (r *recorder) Create(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	created, err := r.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want,
 		metav1.ApplyOptions{FieldManager: contract.FieldManager, DryRun: []string{metav1.DryRunAll}})
@@ -93,7 +98,7 @@ func (r *recorder) Create(ctx context.Context, parent *unstructured.Unstructured
 	return created, nil
 }
 
-// Apply implements reconcile.Writer: a dry-run apply, recorded with the
+// Apply implements reconcile.ChildWriter: a dry-run apply, recorded with the
 // fields it would change. A result that changes nothing carries the live
 // resourceVersion, as the API server's answer to a no-op apply does, so
 // Sync counts the child unchanged.
@@ -122,13 +127,13 @@ func (r *recorder) Apply(ctx context.Context, parent *unstructured.Unstructured,
 	return result, nil
 }
 
-// DryRun implements reconcile.Writer, as the controller's does.
+// DryRun implements reconcile.ChildWriter, as the controller's does.
 func (r *recorder) DryRun(ctx context.Context, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return r.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want,
 		metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 }
 
-// Delete implements reconcile.Writer: the prune is recorded.
+// Delete implements reconcile.ChildWriter: the prune is recorded.
 func (r *recorder) Delete(_ context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
 	kind := child.GetKind()
 	if kind == "" {

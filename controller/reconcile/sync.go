@@ -59,6 +59,12 @@ type pass struct {
 	// reads is what the entry's reads found; nil without reads, or
 	// until they were resolved.
 	reads *templates.Reads
+	// as is the user the children are written as (the entry's identity
+	// in the resource's namespace); "" for stencil's own account.
+	as string
+	// children writes the children, as as; set by writeAs before the
+	// first write.
+	children ChildWriter
 }
 
 // Sync reconciles one custom resource. It reads only from the caches, writes
@@ -293,16 +299,27 @@ func (c *Reconciler) converge(ctx context.Context, p *pass) error {
 		return requeue.After(nil, left)
 	}
 	c.warnHooks(p, p.render.Hooks)
+	if err := c.writeAs(ctx, p); err != nil {
+		return c.identityFailed(ctx, p, err)
+	}
 	w := c.applyAll(ctx, p)
 	if w.end {
 		return requeue.After(w.err, w.after)
 	}
-	if len(p.render.Waits) == 0 {
+	if isForbidden(w.err) {
+		// The identity may not write a child: nothing is pruned in this
+		// pass (a half-written set must not replace a working one), and
+		// the resource is looked at again, as RBAC changes send no event.
+		w.soon(c.opts.IdentityRecheck)
+	} else if len(p.render.Waits) == 0 {
 		// While a template waits, its children are not rendered: nothing
 		// is pruned until every template renders again.
 		pruned, err := c.prune(ctx, p, w.rendered)
 		if err != nil {
 			w.err = errors.Join(w.err, err)
+		}
+		if isForbidden(err) {
+			w.soon(c.opts.IdentityRecheck)
 		}
 		w.changes.pruned = pruned
 	}
@@ -388,6 +405,10 @@ func (c *Reconciler) report(ctx context.Context, p *pass, w *writes) error {
 		out.Release = &status.Release{Notes: r.Notes, Changed: w.changes.any()}
 	}
 	switch {
+	case isForbidden(w.err):
+		// Retried (converge asked to look again): a RoleBinding may come.
+		return c.failWith(ctx, p, status.Outcome{Extra: out.Extra, KeepTemplateStatus: out.KeepTemplateStatus, Revision: out.Revision},
+			status.ReasonForbidden, w.err)
 	case w.err != nil && isAllTerminal(w.err):
 		// A terminal apply error (invalid object) is reported and not
 		// retried.
@@ -509,6 +530,8 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 		return childResult{end: true}
 	case taken:
 		return childResult{conflict: ch.conflict()}
+	case isForbidden(err):
+		return childResult{err: err}
 	case err != nil:
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, nil, want, err)}
 	}
@@ -525,7 +548,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	logger := klog.FromContext(ctx)
 	want := ch.want
 	d := drift.Detect(live, want, drift.LegacyHash(live, want, ch.hash))
-	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.childKind, want, live, ch.hash) {
+	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.children, ch.childKind, want, live, ch.hash) {
 		// No manager holds a field of the render, yet applying it
 		// would change nothing: the server dropped or normalised it.
 		d.Kind = drift.InSync
@@ -552,7 +575,8 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
-	applied, err := c.writer.Apply(ctx, ch.parent, ch.childKind.GVR, want)
+	applied, err := ch.children.Apply(ctx, ch.parent, ch.childKind.GVR, want)
+	err = ch.asIdentity(err, "patch", want.GetKind(), want.GetNamespace(), want.GetName())
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is going away and takes the resource with it:
@@ -560,6 +584,8 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
 		c.memory.Terminating.Mark(want.GetNamespace())
 		return childResult{end: true}
+	case isForbidden(err):
+		return childResult{live: live, err: err}
 	case err != nil:
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, live, want, err)}
 	}
@@ -695,7 +721,8 @@ func (c *Reconciler) expectChild(entry *registry.Parent, written *unstructured.U
 // two controller references.)
 func (c *Reconciler) createByApply(ctx context.Context, ch childSync) (*unstructured.Unstructured, bool, error) {
 	want := ch.want
-	created, err := c.writer.Create(ctx, ch.parent, ch.childKind.GVR, want)
+	created, err := ch.children.Create(ctx, ch.parent, ch.childKind.GVR, want)
+	err = ch.asIdentity(err, "create", want.GetKind(), want.GetNamespace(), want.GetName())
 	if apierrors.IsConflict(err) {
 		return nil, true, nil
 	}
@@ -732,11 +759,17 @@ func (c *Reconciler) prune(ctx context.Context, p *pass, rendered map[childRef]b
 		if err := c.mayWrite(child.GetNamespace()); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
-		err := c.writer.Delete(ctx, p.parent, childKind.GVR, child)
+		err := p.children.Delete(ctx, p.parent, childKind.GVR, child)
+		err = p.asIdentity(err, "delete", childKind.GVK.Kind, child.GetNamespace(), child.GetName())
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// That object is gone already (the UID precondition failed):
 			// the cache has yet to show it.
 			c.expect.Deleted(expect.KeyOf(child), uid)
+			continue
+		}
+		if isForbidden(err) {
+			// Reported as the resource's Forbidden, with one event.
+			errs = errors.Join(errs, err)
 			continue
 		}
 		if err != nil {
