@@ -86,6 +86,10 @@ func Manifests(cfg *config.Config, entries []*entry.Entry, o Options) ([]map[str
 		return nil, err
 	}
 	role.Labels = labels(nil)
+	identities, err := IdentityRoles("stencil", entries, o.Role)
+	if err != nil {
+		return nil, err
+	}
 	lease := LeaseRole("stencil-leader-election")
 	lease.Namespace, lease.Labels = o.Namespace, labels(nil)
 	crds, err := entry.CRDObjects(entries)
@@ -100,7 +104,14 @@ func Manifests(cfg *config.Config, entries []*entry.Entry, o Options) ([]map[str
 	for _, crd := range crds {
 		objs = append(objs, crd.Object)
 	}
-	objs = append(objs, role, clusterRoleBinding(o.Namespace), lease, roleBinding(o.Namespace),
+	objs = append(objs, role, clusterRoleBinding(o.Namespace))
+	// The roles of the entries' identities, unbound: binding one to its
+	// account is the platform's decision, per tenant namespace.
+	for _, r := range identities {
+		r.Labels = labels(nil)
+		objs = append(objs, r)
+	}
+	objs = append(objs, lease, roleBinding(o.Namespace),
 		metricsService(o.Namespace), deployment(o, cms), podDisruptionBudget(o))
 	if o.Monitoring {
 		for _, name := range []string{"servicemonitor.yaml", "prometheusrule.yaml"} {
