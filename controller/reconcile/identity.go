@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/controller/reconcile/status"
@@ -19,7 +21,8 @@ import (
 // Writing as the entry's identity (config.Identity, shared/DESIGN.md
 // "Writing as the tenant"). A pass resolves the identity once, for its
 // resource's namespace (writeAs): every create, apply, dry run and prune
-// of the pass goes through the one ChildWriter that impersonates it, and
+// of the pass goes through the one ChildWriter that impersonates it
+// (identityWriter), and
 // the status patch and events through stencil's own Writer. The API
 // server then checks each child write against the identity's RBAC; a
 // refusal is the resource's failure (Forbidden), never a write as stencil
@@ -104,8 +107,11 @@ func (c *Reconciler) writeAs(ctx context.Context, p *pass) error {
 		c.accounts.saw(p.as, now)
 	}
 	w, err := c.writer.As(p.as)
-	p.children = w
-	return err
+	if err != nil {
+		return err
+	}
+	p.children = identityWriter{ChildWriter: w, user: p.as, refusals: &c.refusals, recheck: c.opts.IdentityRecheck}
+	return nil
 }
 
 // identityFailed reports an identity that cannot be written as: its
@@ -123,30 +129,170 @@ func (c *Reconciler) identityFailed(ctx context.Context, p *pass, err error) err
 type forbiddenError struct {
 	user, verb, kind, namespace, name string
 	err                               error
+	// until is when the write is sent again (refusals).
+	until time.Time
 }
 
 // Error implements error: the identity, the verb, the kind and the
-// namespace first, then what the API server said.
+// namespace first, then why, in the API server's words without the
+// object's name (forbiddenDetail), so that every resource refused the
+// same write reports the same text, whichever of them the API server
+// answered (refusals).
 func (e *forbiddenError) Error() string {
-	return fmt.Sprintf("%s may not %s %s in namespace %s (%s/%s): %v", e.user, e.verb, e.kind, e.namespace, e.kind, e.name, e.err)
+	return fmt.Sprintf("%s may not %s %s in namespace %s (%s/%s): %s", e.user, e.verb, e.kind, e.namespace, e.kind, e.name, forbiddenDetail(e.err))
 }
 
 // Unwrap returns the API server's error.
 func (e *forbiddenError) Unwrap() error { return e.err }
 
-// asIdentity wraps err, a write of verb on obj (kind, namespace, name) made
-// as the pass's identity, as a forbiddenError when the API server refused
-// the identity; anything else (a namespace that is terminating refuses
-// with Forbidden too), and a write as stencil's own account, is returned
-// as it is.
-func (p *pass) asIdentity(err error, verb, kind, namespace, name string) error {
-	if p.as == "" || !apierrors.IsForbidden(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return err
+// forbiddenDetail is the API server's reason for a Forbidden, after its
+// `<resource> "<name>" is forbidden: ` prefix: RBAC's `User "..." cannot
+// patch resource "services" ...`, or an admission plugin's reason (such as
+// OwnerReferencesPermissionEnforcement's "cannot set blockOwnerDeletion").
+func forbiddenDetail(err error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, " is forbidden: "); ok {
+		return after
 	}
-	return &forbiddenError{user: p.as, verb: verb, kind: kind, namespace: namespace, name: name, err: err}
+	return msg
 }
 
 // isForbidden reports whether err holds a write the identity may not make.
 func isForbidden(err error) bool {
 	return errors.As(err, new(*forbiddenError))
+}
+
+// refusalKey is one kind of write as one user: what RBAC answers alike for
+// every object of the resource in the namespace.
+type refusalKey struct {
+	user, verb string
+	resource   schema.GroupResource
+	namespace  string
+}
+
+// refusals remembers the writes the API server refused an identity, for
+// IdentityRecheck: a write of the same kind, as the same user, in the same
+// namespace, fails from memory without a request until then. A thousand
+// resources of a tenant whose account may not create Services cost one
+// refused request per recheck, not a thousand.
+type refusals struct {
+	mu sync.Mutex
+	by map[refusalKey]refusal
+}
+
+// refusal is what the API server answered, and until when it stands.
+type refusal struct {
+	err   error
+	until time.Time
+}
+
+// get returns the refusal of k still standing at now.
+func (r *refusals) get(k refusalKey, now time.Time) (refusal, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.by[k]
+	return f, ok && now.Before(f.until)
+}
+
+// set remembers err for k until until, dropping what expired once the
+// memo grows.
+func (r *refusals) set(k refusalKey, err error, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.by == nil {
+		r.by = map[refusalKey]refusal{}
+	}
+	if len(r.by) >= 1024 {
+		now := time.Now()
+		for key, f := range r.by {
+			if !now.Before(f.until) {
+				delete(r.by, key)
+			}
+		}
+	}
+	r.by[k] = refusal{err: err, until: until}
+}
+
+// identityWriter is the ChildWriter of a pass with an identity: the
+// impersonating writer, whose Forbidden answers become forbiddenErrors
+// naming the user, verb, kind and namespace, and are remembered
+// (refusals) so that the same write is not sent again before the recheck.
+type identityWriter struct {
+	ChildWriter
+	user     string
+	refusals *refusals
+	recheck  time.Duration
+}
+
+// Create implements ChildWriter.
+func (w identityWriter) Create(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return w.write("create", gvr, want, func() (*unstructured.Unstructured, error) { return w.ChildWriter.Create(ctx, parent, gvr, want) })
+}
+
+// Apply implements ChildWriter.
+func (w identityWriter) Apply(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return w.write("patch", gvr, want, func() (*unstructured.Unstructured, error) { return w.ChildWriter.Apply(ctx, parent, gvr, want) })
+}
+
+// Delete implements ChildWriter.
+func (w identityWriter) Delete(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
+	_, err := w.write("delete", gvr, child, func() (*unstructured.Unstructured, error) {
+		return nil, w.ChildWriter.Delete(ctx, parent, gvr, child)
+	})
+	return err
+}
+
+// write makes one write of verb on obj, unless the same write was refused
+// within the recheck; a Forbidden answer (other than a terminating
+// namespace's, which refuses with Forbidden too) is remembered and
+// returned as a forbiddenError.
+func (w identityWriter) write(verb string, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, send func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+	k := refusalKey{user: w.user, verb: verb, resource: gvr.GroupResource(), namespace: obj.GetNamespace()}
+	kind := obj.GetKind()
+	if kind == "" {
+		kind = gvr.Resource
+	}
+	refused := func(f refusal) error {
+		return &forbiddenError{user: w.user, verb: verb, kind: kind, namespace: obj.GetNamespace(), name: obj.GetName(), err: f.err, until: f.until}
+	}
+	now := time.Now()
+	if f, ok := w.refusals.get(k, now); ok {
+		return nil, refused(f)
+	}
+	out, err := send()
+	if !apierrors.IsForbidden(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return out, err
+	}
+	f := refusal{err: err, until: now.Add(w.recheck)}
+	w.refusals.set(k, f.err, f.until)
+	return nil, refused(f)
+}
+
+// recheckIn is how long until the earliest of the refused writes in err
+// is sent again (at least a second): when the resource is looked at
+// again, so that a RoleBinding made meanwhile is seen within one recheck,
+// never a recheck plus a backoff. def when err holds none.
+func recheckIn(err error, def time.Duration) time.Duration {
+	var earliest time.Time
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *forbiddenError:
+			if earliest.IsZero() || e.until.Before(earliest) {
+				earliest = e.until
+			}
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	if earliest.IsZero() {
+		return def
+	}
+	return max(time.Until(earliest), time.Second)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,4 +135,48 @@ func TestIdentityNotFoundWritesNothing(t *testing.T) {
 		t.Errorf("Ready condition = %v, want IdentityNotFound naming ns/builder", c)
 	}
 	expectEvent(t, f.recorder, "Warning IdentityNotFound")
+}
+
+// TestIdentityRefusalIsRemembered: a second resource of the tenant whose
+// write was just refused fails from memory, with the same message but its
+// own child's name, and sends nothing; the recheck sends it again.
+func TestIdentityRefusalIsRemembered(t *testing.T) {
+	f := newFixture(t)
+	f.config = "testdata/stencil-identity.yaml"
+	a := webapp("a", map[string]any{"image": "nginx:1.27", "replicas": int64(1)})
+	b := webapp("b", map[string]any{"image": "nginx:1.27", "replicas": int64(1)})
+	f.cache = append(f.cache, a, b)
+	f.api = append(f.api, a, b, builderAccount())
+	_, ctx := ktesting.NewTestContext(t)
+	f.newReconciler(ctx)
+	sent := 0
+	f.as.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		sent++
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "a",
+			errors.New(`User "system:serviceaccount:ns:builder" cannot patch resource "deployments"`))
+	})
+	key := func(name string) Key {
+		return Key{GVR: webappGVR, NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}
+	}
+	messages := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		err := f.c.Sync(ctx, key(name))
+		var fe *forbiddenError
+		if !errors.As(err, &fe) || fe.name != name {
+			t.Fatalf("Sync(%s) = %v, want Forbidden for Deployment/%s", name, err, name)
+		}
+		messages[name] = strings.ReplaceAll(fe.Error(), "Deployment/"+name, "Deployment/X")
+	}
+	if sent != 1 {
+		t.Errorf("%d applies sent as builder, want 1 (the second refused from memory)", sent)
+	}
+	if messages["a"] != messages["b"] {
+		t.Errorf("the two refusals differ beyond the child's name:\n%s\n%s", messages["a"], messages["b"])
+	}
+	// The recheck is due: the refusal is taken to have expired.
+	f.c.refusals.set(refusalKey{user: builderUser, verb: "create", resource: schema.GroupResource{Group: "apps", Resource: "deployments"}, namespace: "ns"},
+		errors.New("x"), time.Now())
+	if err := f.c.Sync(ctx, key("b")); !isForbidden(err) || sent != 2 {
+		t.Errorf("after the recheck: Sync = %v with %d applies sent, want Forbidden again with 2", err, sent)
+	}
 }

@@ -43,10 +43,12 @@ type Options struct {
 	// with an identity writes nothing (never as stencil instead). Used
 	// only when Writer is nil.
 	Impersonate func(user string) (dynamic.Interface, error)
-	// IdentityRecheck is how often a resource whose identity may not
-	// write (Forbidden) or does not exist (IdentityNotFound) is looked at
-	// again, beyond the queue's backoff (default 20s): RBAC changes send
-	// no event stencil watches.
+	// IdentityRecheck is how long a write an identity was refused
+	// (Forbidden) is not sent again, the same write of other resources
+	// failing from memory meanwhile, and when the resource is looked at
+	// again; and how often one whose account does not exist
+	// (IdentityNotFound) is (default 20s): RBAC changes send no event
+	// stencil watches.
 	IdentityRecheck time.Duration
 	// Metrics receives the reconciler's metrics.
 	Metrics *Metrics
@@ -110,6 +112,8 @@ type Reconciler struct {
 	observingKinds *observingKinds
 	// accounts remembers the identities' ServiceAccounts found to exist.
 	accounts accounts
+	// refusals remembers the writes the identities were refused.
+	refusals refusals
 }
 
 // New builds a Reconciler, with Options' defaults applied.

@@ -309,8 +309,9 @@ func (c *Reconciler) converge(ctx context.Context, p *pass) error {
 	if isForbidden(w.err) {
 		// The identity may not write a child: nothing is pruned in this
 		// pass (a half-written set must not replace a working one), and
-		// the resource is looked at again, as RBAC changes send no event.
-		w.soon(c.opts.IdentityRecheck)
+		// the resource is looked at again when the refused write is sent
+		// again, as RBAC changes send no event.
+		w.soon(recheckIn(w.err, c.opts.IdentityRecheck))
 	} else if len(p.render.Waits) == 0 {
 		// While a template waits, its children are not rendered: nothing
 		// is pruned until every template renders again.
@@ -319,7 +320,7 @@ func (c *Reconciler) converge(ctx context.Context, p *pass) error {
 			w.err = errors.Join(w.err, err)
 		}
 		if isForbidden(err) {
-			w.soon(c.opts.IdentityRecheck)
+			w.soon(recheckIn(err, c.opts.IdentityRecheck))
 		}
 		w.changes.pruned = pruned
 	}
@@ -576,7 +577,6 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		return childResult{end: true, err: err}
 	}
 	applied, err := ch.children.Apply(ctx, ch.parent, ch.childKind.GVR, want)
-	err = ch.asIdentity(err, "patch", want.GetKind(), want.GetNamespace(), want.GetName())
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is going away and takes the resource with it:
@@ -722,7 +722,6 @@ func (c *Reconciler) expectChild(entry *registry.Parent, written *unstructured.U
 func (c *Reconciler) createByApply(ctx context.Context, ch childSync) (*unstructured.Unstructured, bool, error) {
 	want := ch.want
 	created, err := ch.children.Create(ctx, ch.parent, ch.childKind.GVR, want)
-	err = ch.asIdentity(err, "create", want.GetKind(), want.GetNamespace(), want.GetName())
 	if apierrors.IsConflict(err) {
 		return nil, true, nil
 	}
@@ -760,7 +759,6 @@ func (c *Reconciler) prune(ctx context.Context, p *pass, rendered map[childRef]b
 			return pruned, errors.Join(errs, err)
 		}
 		err := p.children.Delete(ctx, p.parent, childKind.GVR, child)
-		err = p.asIdentity(err, "delete", childKind.GVK.Kind, child.GetNamespace(), child.GetName())
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// That object is gone already (the UID precondition failed):
 			// the cache has yet to show it.

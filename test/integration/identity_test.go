@@ -224,10 +224,11 @@ func TestIdentityTenantWritesWithItsOwnRBAC(t *testing.T) {
 		t.Errorf("Services written without an account: %v (err %v)", len(l.Items), err)
 	}
 
-	// Granting the Role: Ready within 30s, no restart. First the refusals
-	// back off (the two WebApps retried about a dozen times each, the next
-	// retry some 20s away), so that the grant is seen by the backoff or
-	// the identity recheck, not by a retry that happens to be due.
+	// Granting the Role: Ready within 30s, no restart. First the retries
+	// back off (the two WebApps retried about a dozen times each, the
+	// refused Service failing from memory, not sent again until the
+	// recheck 20s after it was refused), so that the grant is seen by the
+	// recheck, not by a retry that happens to be due.
 	poll(t, 2*time.Minute, "two dozen refused syncs", func() (bool, error) {
 		return r.counterValue(t, "stencil_reconcile_total") >= 24, nil
 	})
@@ -264,5 +265,10 @@ func TestIdentityTenantWritesWithItsOwnRBAC(t *testing.T) {
 		childWrites, user, statusPatches, eventWrites, func() map[string]int { _, by := cnt.snapshot(); return by }())
 	if childWrites < 2 || statusPatches < 2 {
 		t.Errorf("%d child writes and %d status patches logged, want at least 2 of each", childWrites, statusPatches)
+	}
+	// The refused Service is sent once per recheck, not once per retry:
+	// refused once or twice, then created.
+	if n := cnt.writesTo("services/web"); n > 3 {
+		t.Errorf("%d writes of services/web, want at most 3 (a refusal is sent again once per recheck)", n)
 	}
 }
