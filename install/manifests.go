@@ -68,6 +68,9 @@ type Options struct {
 	Monitoring bool
 	// Role are the run flags that need more rules.
 	Role RoleOptions
+	// DefaultIdentity, when set, runs stencil with --default-identity
+	// (the entries were compiled with it, so the roles match).
+	DefaultIdentity *config.Identity
 }
 
 // Manifests returns the objects that run stencil with cfg (its entries
@@ -408,6 +411,9 @@ func deployment(o Options, cms []*configMap) *appsv1.Deployment {
 	}
 	if o.Role.MetricsSecure {
 		args = append(args, "--metrics-secure")
+	}
+	if id := o.DefaultIdentity; id != nil {
+		args = append(args, "--default-identity=tenant:"+id.Tenant)
 	}
 	args = append(args, "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081")
 	var sources []corev1.VolumeProjection

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -142,4 +144,54 @@ func TestDefaultIdentityFlagRefusesOtherForms(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "want tenant:NAME") {
 		t.Errorf("exit %d, stderr %s; want 2 and the form it takes", r.code, r.stderr)
 	}
+}
+
+// TestManifestsWithDefaultIdentity: stencil manifests --default-identity
+// runs stencil with the flag, grants stencil's ClusterRole what rbac grants
+// for it, and includes the identity's role, unbound.
+func TestManifestsWithDefaultIdentity(t *testing.T) {
+	out, objs := manifestsOf(t, "--config", exampleConfig, "--default-identity", "tenant:builder")
+	if !strings.Contains(out, "- --default-identity=tenant:builder") {
+		t.Errorf("the Deployment does not run with --default-identity=tenant:builder:\n%s", out)
+	}
+	r := stencil(t, "", "rbac", "--config", exampleConfig, "--default-identity", "tenant:builder")
+	if r.code != 0 {
+		t.Fatalf("stencil rbac: exit %d: %s", r.code, r.stderr)
+	}
+	printed := rolesOf(t, r.stdout)
+	var found []string
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" {
+			if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); strings.Contains(ref, "identity") {
+				t.Errorf("manifests bind the identity's role %s: binding it is the platform's", ref)
+			}
+		}
+		if o.GetKind() != "ClusterRole" {
+			continue
+		}
+		found = append(found, o.GetName())
+		want := printed[o.GetName()]
+		if want == nil {
+			t.Errorf("manifests print ClusterRole %s, rbac does not", o.GetName())
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		if got, want := fmt.Sprint(rules), fmt.Sprint(rulesOf(t, want)); got != want {
+			t.Errorf("%s: manifests' rules\n%s\nrbac's\n%s", o.GetName(), got, want)
+		}
+	}
+	if slices.Sort(found); !slices.Equal(found, []string{"stencil", "stencil-identity-tenant-builder"}) {
+		t.Errorf("manifests' ClusterRoles %v, want stencil and stencil-identity-tenant-builder", found)
+	}
+}
+
+// rulesOf is a role's rules as unstructured decodes them.
+func rulesOf(t *testing.T, r *rbacv1.ClusterRole) []any {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _, _ := unstructured.NestedSlice(u, "rules")
+	return rules
 }
