@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -270,5 +271,123 @@ func TestIdentityTenantWritesWithItsOwnRBAC(t *testing.T) {
 	// refused once or twice, then created.
 	if n := cnt.writesTo("services/web"); n > 3 {
 		t.Errorf("%d writes of services/web, want at most 3 (a refusal is sent again once per recheck)", n)
+	}
+}
+
+// TestIdentityNoConfusedDeputy tries, as a tenant would, to make stencil
+// write what the tenant's own account could not: a Grant renders a Role
+// granting get on the resource its spec names (allowPermissionGrants).
+// builder holds get on ConfigMaps and may write Roles: a Grant of
+// ConfigMaps gets its Role; a Grant of Secrets is refused by the API
+// server's escalation check, as builder, although stencil's own
+// credentials (the test's admin) could write it. The resource says
+// Forbidden and no Role is written.
+func TestIdentityNoConfusedDeputy(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ns := fmt.Sprintf("it-deputy-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	user := "system:serviceaccount:" + ns + ":builder"
+	const crdName = "grants.deputy.stencil.dev"
+	grants := schema.GroupVersionResource{Group: "deputy.stencil.dev", Version: "v1", Resource: "grants"}
+	roleGVR := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
+
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "builder"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles"}, Verbs: []string{"create", "patch", "delete"}},
+		{APIGroups: []string{"deputy.stencil.dev"}, Resources: []string{"grants/finalizers"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "builder"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "builder"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "builder", Namespace: ns}}}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	tmpl := `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .Name }}
+rules:
+  - apiGroups: [""]
+    resources:
+      - {{ .Spec.resource }}
+    verbs: [get]
+`
+	if err := os.WriteFile(filepath.Join(dir, "role.yaml.tmpl"), []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(path, []byte(`resources:
+  - group: deputy.stencil.dev
+    version: v1
+    resource: grants
+    kind: Grant
+    schema:
+      spec:
+        resource: string | required=true
+    templates: [role.yaml.tmpl]
+    children: [{apiVersion: rbac.authorization.k8s.io/v1, kind: Role}]
+    allowPermissionGrants: true
+    identity: {tenant: builder}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Resource(crdsGVR).Delete(ctx, crdName, metav1.DeleteOptions{})
+	poll(t, time.Minute, "no Grant CRD left from an earlier test", func() (bool, error) {
+		_, err := admin.Resource(crdsGVR).Get(ctx, crdName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crdName, metav1.DeleteOptions{}) })
+	imp, err := controller.NewImpersonators(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs, o.Impersonate = true, imp.Client })
+	defer func() { r.stop(t) }()
+	poll(t, time.Minute, "the Grant CRD, established", func() (bool, error) {
+		_, err := admin.Resource(grants).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+
+	for name, res := range map[string]string{"fine": "configmaps", "evil": "secrets"} {
+		if _, err := createOnce(ctx, admin.Resource(grants).Namespace(ns), cr(grants, "Grant", ns, name, map[string]any{"resource": res})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, time.Minute, "the Grant of ConfigMaps Ready, with its Role", func() (bool, error) {
+		u, err := admin.Resource(grants).Namespace(ns).Get(ctx, "fine", metav1.GetOptions{})
+		if err != nil || !isReady(u) {
+			return false, nil
+		}
+		_, err = admin.Resource(roleGVR).Namespace(ns).Get(ctx, "fine", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	var c map[string]any
+	poll(t, time.Minute, "the Grant of Secrets Forbidden", func() (bool, error) {
+		u, err := admin.Resource(grants).Namespace(ns).Get(ctx, "evil", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c = readyConditionOf(u)
+		return c != nil && c["reason"] == "Forbidden", nil
+	})
+	msg := fmt.Sprint(c["message"])
+	if !strings.Contains(msg, user+" may not create Role in namespace "+ns) {
+		t.Errorf("Forbidden message %q does not name %s, create, Role and %s", msg, user, ns)
+	}
+	t.Logf("refused: %s", msg)
+	if _, err := admin.Resource(roleGVR).Namespace(ns).Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Role granting Secrets was written (err %v)", err)
 	}
 }
