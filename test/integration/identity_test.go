@@ -19,11 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"stencil.dev/stencil/controller"
+	stencilreload "stencil.dev/stencil/controller/reload"
 )
 
 // Writing as the tenant (DESIGN.md, "Writing as the tenant (identity)"),
@@ -390,4 +392,88 @@ rules:
 	if _, err := admin.Resource(roleGVR).Namespace(ns).Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Role granting Secrets was written (err %v)", err)
 	}
+}
+
+// TestIdentityChartFromWatches: helm-operator's watches.yaml with
+// stencil's identity extension. The hello chart's ConfigMap, Deployment
+// and Service are written as the tenant's builder, whose Role allows
+// exactly them (and the Hellos' finalizers), and the Hello is Ready.
+func TestIdentityChartFromWatches(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	installCRDs(ctx, t, admin)
+	ns := fmt.Sprintf("it-identity-chart-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	user := "system:serviceaccount:" + ns + ":builder"
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write := []string{"create", "patch", "delete"}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "builder"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "services"}, Verbs: write},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: write},
+		{APIGroups: []string{"charts.example.com"}, Resources: []string{"hellos/finalizers"}, Verbs: []string{"update"}},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "builder"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "builder"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "builder", Namespace: ns}}}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	chart, err := filepath.Abs(filepath.Join(root, "crds", "charts", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "watches.yaml")
+	if err := os.WriteFile(path, []byte(`- group: charts.example.com
+  version: v1
+  kind: Hello
+  chart: `+chart+`
+  identity: {tenant: builder}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := &writeLog{}
+	logged := rest.CopyConfig(cfg)
+	logged.Wrap(log.wrap)
+	imp, err := controller.NewImpersonators(logged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := stencilreload.Source{Path: path, Watches: true, Resolve: controller.DiscoveryResolver(discovery.NewDiscoveryClientForConfigOrDie(cfg))}
+	cnt := &counter{mutating: map[string]int{}}
+	r := startSource(t, logged, cnt, ns, src, func(o *controller.Options) { o.Impersonate = imp.Client })
+	defer func() { r.stop(t) }()
+
+	if _, err := createOnce(ctx, admin.Resource(hellos).Namespace(ns), cr(hellos, "Hello", ns, "hi", helloSpec())); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 2*time.Minute, "the Hello Ready", func() (bool, error) {
+		u, err := admin.Resource(hellos).Namespace(ns).Get(ctx, "hi", metav1.GetOptions{})
+		return err == nil && isReady(u), nil
+	})
+	kinds := map[string]int{}
+	for _, w := range log.all() {
+		switch w.resource {
+		case "configmaps", "deployments", "services":
+			kinds[w.resource]++
+			if w.as != user {
+				t.Errorf("chart child write %+v not made as %s", w, user)
+			}
+		case "hellos/status", "events":
+			if w.as != "" {
+				t.Errorf("%+v impersonates %s", w, w.as)
+			}
+		}
+	}
+	if len(kinds) != 3 {
+		t.Errorf("child writes by resource %v, want the chart's ConfigMap, Deployment and Service", kinds)
+	}
+	t.Logf("chart child writes as %s: %v", user, kinds)
 }

@@ -252,6 +252,13 @@ func startWorkers(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string,
 // startConfig's changed by edit.
 func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, edit func(*controller.Options)) *running {
 	t.Helper()
+	return startSource(t, cfg, cnt, ns, stencilreload.Source{Path: path}, edit)
+}
+
+// startSource is startWith for any source (a watches file), whose Wall it
+// sets.
+func startSource(t testing.TB, cfg *rest.Config, cnt *counter, ns string, src stencilreload.Source, edit func(*controller.Options)) *running {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	// Renders go through the wall, as in stencil run: render workers are
@@ -260,7 +267,8 @@ func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, ed
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, sets, err := stencilreload.Source{Path: path, Wall: wall}.Load()
+	src.Wall = wall
+	conf, sets, err := src.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
