@@ -74,8 +74,15 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	// The controller's Sync runs here: what it logs at Info level is the
 	// controller's story, not the plan's (-v 2 shows it).
 	ctx = klog.NewContext(ctx, klog.Background().V(2))
+	// Entries with an identity are dry-run as it: the plan shows what
+	// the identity would be refused (this user needs impersonate on it).
+	imp, err := controller.NewImpersonators(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
+		return exitUsage
+	}
 	d := &plan.Planner{
-		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper,
+		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper, Impersonate: imp.Client,
 		Namespace: *namespace, Workers: *workers, Warn: stderr, ManageCRDs: *manageCRDs,
 	}
 	if isTerminal(stderr) {

@@ -61,6 +61,10 @@ type Planner struct {
 	Dynamic  dynamic.Interface
 	Metadata metadata.Interface
 	Mapper   meta.RESTMapper
+	// Impersonate returns the client that dry-runs as an entry's
+	// identity (controller.Impersonators.Client); nil dry-runs every
+	// write as the plan's own user.
+	Impersonate func(user string) (dynamic.Interface, error)
 	// Namespace, when set, plans that namespace's resources only.
 	Namespace string
 	// ManageCRDs plans the generated CRDs as run --manage-crds applies
@@ -84,7 +88,7 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 	if d.CacheSyncTimeout <= 0 {
 		d.CacheSyncTimeout = 2 * time.Minute
 	}
-	rec := newRecorder(d.Dynamic)
+	rec := newRecorder(d.Dynamic, d.Impersonate)
 	reg, rc, err := reconcile.Wire(ctx, registry.Options{
 		Dynamic: d.Dynamic, Metadata: d.Metadata, Mapper: d.Mapper, Namespace: d.Namespace,
 		Hooks: registry.Hooks{

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"stencil.dev/stencil/controller"
+	"stencil.dev/stencil/controller/plan"
 	stencilreload "stencil.dev/stencil/controller/reload"
 )
 
@@ -225,6 +226,35 @@ func TestIdentityTenantWritesWithItsOwnRBAC(t *testing.T) {
 	}
 	if l, err := admin.Resource(services).Namespace(withoutSA).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) > 0 {
 		t.Errorf("Services written without an account: %v (err %v)", len(l.Items), err)
+	}
+
+	// stencil diff dry-runs as the identity: it shows the same refusals.
+	cl, err := controller.NewClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffConf, diffSets, err := stencilreload.Source{Path: path}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffImp, err := controller.NewImpersonators(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := (&plan.Planner{Config: diffConf, Sets: diffSets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper,
+		Impersonate: diffImp.Client, Workers: 2}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]string{}
+	for _, f := range report.Failures {
+		planned[f.Parent.Namespace] = f.Reason + ": " + f.Message
+	}
+	if got := planned[withSA]; !strings.HasPrefix(got, "Forbidden: "+user+" may not create Service") {
+		t.Errorf("stencil diff for %s: %q, want Forbidden as %s", withSA, got, user)
+	}
+	if got := planned[withoutSA]; !strings.HasPrefix(got, "IdentityNotFound: ") {
+		t.Errorf("stencil diff for %s: %q, want IdentityNotFound", withoutSA, got)
 	}
 
 	// Granting the Role: Ready within 30s, no restart. First the retries
