@@ -32,6 +32,7 @@ import (
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/ha"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
@@ -259,6 +260,12 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: contract.FieldManager})
 	}
 
+	// What a tenant names is read as the entry's identity only when an
+	// access review allows it; without Kube (unit tests), never.
+	var authorize reads.Authorize
+	if opts.Kube != nil {
+		authorize = reads.NewReviews(opts.Kube.AuthorizationV1().SubjectAccessReviews()).Allowed
+	}
 	reg, rec, err := reconcile.Wire(ctx, registry.Options{
 		Dynamic: opts.Dynamic, Metadata: opts.Metadata, Mapper: opts.Mapper,
 		Namespace: opts.Namespace, CacheSyncTimeout: opts.CacheSyncTimeout,
@@ -273,7 +280,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			ChildKindsResolved: func() { c.EnqueueAll() },
 		},
 	}, reconcile.Options{
-		Dynamic: opts.Dynamic, Impersonate: opts.Impersonate, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
+		Dynamic: opts.Dynamic, Impersonate: opts.Impersonate, Authorize: authorize, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
 		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
 		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
 		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,

@@ -414,7 +414,8 @@ func crdGrant(entries []*entry.Entry) *Grant {
 }
 
 // readGrants grants ReadVerbs on each kind the entries read by a computed
-// name or a selector, where the reading entry's resources live (entryNS,
+// name or a selector (and, for an entry with an identity, get or list to
+// the identity, and access reviews to stencil), where the reading entry's resources live (entryNS,
 // by entry), and on the object alone for a fixed read, since stencil
 // watches it by name: in the namespace the platform fixed, else where the
 // entry's resources live. resolve is RoleOptions.Resolve.
@@ -425,6 +426,7 @@ func readGrants(entries []*entry.Entry, entryNS [][]string, resolve func(schema.
 	}
 	var grants []Grant
 	var errs []error
+	reviews := false
 	for i, e := range entries {
 		for j, rd := range e.Reads {
 			res, ok := config.ReadResource(rd, served)
@@ -439,6 +441,18 @@ func readGrants(entries []*entry.Entry, entryNS [][]string, resolve func(schema.
 				continue
 			}
 			g := Grant{Group: res.Group, Resource: res.Resource, Verbs: slices.Clone(ReadVerbs), Namespaces: where(entryNS[i])}
+			if e.Identity != nil && !rd.Fixed() {
+				// What the tenant names is read only when the identity
+				// may: it gets (a name) or lists (a selector) it itself,
+				// and stencil asks the API server (an access review).
+				verb := "get"
+				if rd.Selector != nil {
+					verb = "list"
+				}
+				reviews = true
+				grants = append(grants, Grant{Group: res.Group, Resource: res.Resource, Verbs: []string{verb},
+					Namespaces: where(entryNS[i]), Holder: e.Identity.String()})
+			}
 			if rd.Fixed() {
 				g.Names = []string{rd.ObjectName}
 				if rd.Namespace != "" && len(g.Namespaces) > 0 {
@@ -449,6 +463,10 @@ func readGrants(entries []*entry.Entry, entryNS [][]string, resolve func(schema.
 			}
 			grants = append(grants, g)
 		}
+	}
+	if reviews {
+		grants = append(grants, Grant{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verbs: []string{"create"},
+			Namespaces: []string{metav1.NamespaceAll}})
 	}
 	return grants, errors.Join(errs...)
 }

@@ -10,10 +10,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/plan"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
@@ -81,8 +83,14 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
 		return exitUsage
 	}
+	authz, err := authorizationv1.NewForConfig(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
+		return exitUsage
+	}
 	d := &plan.Planner{
 		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper, Impersonate: imp.Client,
+		Authorize: reads.NewReviews(authz.SubjectAccessReviews()).Allowed,
 		Namespace: *namespace, Workers: *workers, Warn: stderr, ManageCRDs: *manageCRDs,
 	}
 	if isTerminal(stderr) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/requeue"
 )
@@ -84,6 +85,15 @@ func (e *identityError) Error() string {
 		e.identity, e.namespace, e.name)
 }
 
+// userOf is the user an entry of identity id writes as for a resource in
+// namespace ns; "" (stencil's own) without one.
+func userOf(id *config.Identity, ns string) string {
+	if id == nil {
+		return ""
+	}
+	return id.User(ns)
+}
+
 // writeAs gives the pass the ChildWriter of its entry's identity in the
 // resource's namespace, after making sure (with stencil's own client) that
 // the identity's ServiceAccount exists; without an identity, stencil's own.
@@ -94,8 +104,11 @@ func (c *Reconciler) writeAs(ctx context.Context, p *pass) error {
 		p.children = w
 		return err
 	}
+	if id.Tenant != "" && p.parent.GetNamespace() == "" {
+		// Cluster-scoped: there is no tenant namespace to find the account in.
+		return fmt.Errorf("identity %s: %s is cluster-scoped, so it has no namespace of a tenant's account; use {serviceAccount, namespace}", id, p.key.Name)
+	}
 	ns, name := id.Account(p.parent.GetNamespace())
-	p.as = id.User(p.parent.GetNamespace())
 	if now := time.Now(); !c.accounts.fresh(p.as, now) {
 		_, err := c.opts.Dynamic.Resource(serviceAccounts).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {

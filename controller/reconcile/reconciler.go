@@ -43,6 +43,10 @@ type Options struct {
 	// with an identity writes nothing (never as stencil instead). Used
 	// only when Writer is nil.
 	Impersonate func(user string) (dynamic.Interface, error)
+	// Authorize says whether an identity may read what a tenant names
+	// (reads.Reviews.Allowed); nil refuses every such read of an entry
+	// with an identity (Wire gives it to the read watcher).
+	Authorize reads.Authorize
 	// IdentityRecheck is how long a write an identity was refused
 	// (Forbidden) is not sent again, the same write of other resources
 	// failing from memory meanwhile, and when the resource is looked at

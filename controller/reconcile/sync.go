@@ -59,8 +59,9 @@ type pass struct {
 	// reads is what the entry's reads found; nil without reads, or
 	// until they were resolved.
 	reads *templates.Reads
-	// as is the user the children are written as (the entry's identity
-	// in the resource's namespace); "" for stencil's own account.
+	// as is the user the children are written as, and that what the
+	// tenant names is read as (the entry's identity in the resource's
+	// namespace); "" for stencil's own account.
 	as string
 	// children writes the children, as as; set by writeAs before the
 	// first write.
@@ -110,7 +111,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		logger.V(4).Info("Cache has not shown stencil's own status patch yet, waiting for its event")
 		return nil
 	}
-	p := &pass{key: key, entry: entry, parent: parent}
+	p := &pass{key: key, entry: entry, parent: parent, as: userOf(entry.Res.Identity, parent.GetNamespace())}
 	if parent.GetAnnotations()[contract.AnnotationPaused] == "true" {
 		if entry.Res.Rollout != nil {
 			c.forgetRollout(entry, key)

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -506,4 +507,130 @@ func TestIdentityChartFromWatches(t *testing.T) {
 		t.Errorf("child writes by resource %v, want the chart's ConfigMap, Deployment and Service", kinds)
 	}
 	t.Logf("chart child writes as %s: %v", user, kinds)
+}
+
+// TestIdentityReadsOnlyWhatTheTenantMay: a Vault renders a ConfigMap of
+// the keys of the Secret its spec names (a computed objectName). builder
+// may get the Secret "app" and not the platform's "platform": a Vault of
+// app is Ready; a Vault of platform says Forbidden, naming the Secret and
+// the account, and nothing of it is read or written, although stencil's
+// own informers hold both Secrets.
+func TestIdentityReadsOnlyWhatTheTenantMay(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	admin := dynamic.NewForConfigOrDie(cfg)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ns := fmt.Sprintf("it-identity-reads-%d", time.Now().UnixNano()%100000)
+	newNamespace(ctx, t, admin, ns)
+	user := "system:serviceaccount:" + ns + ":builder"
+	const crdName = "vaults.tenantreads.stencil.dev"
+	vaults := schema.GroupVersionResource{Group: "tenantreads.stencil.dev", Version: "v1", Resource: "vaults"}
+
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"app", "platform"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{name + "-key": "x"}}
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "builder"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "patch", "delete"}},
+		{APIGroups: []string{"tenantreads.stencil.dev"}, Resources: []string{"vaults/finalizers"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"app"}, Verbs: []string{"get"}},
+	}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "builder"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "builder"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "builder", Namespace: ns}}}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	tmpl := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Name }}
+data:
+  keys: {{ keys (read "secret").data | sortAlpha | join "," | quote }}
+`
+	if err := os.WriteFile(filepath.Join(dir, "keys.yaml.tmpl"), []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stencil.yaml")
+	if err := os.WriteFile(path, []byte(`resources:
+  - group: tenantreads.stencil.dev
+    version: v1
+    resource: vaults
+    kind: Vault
+    schema:
+      spec:
+        secret: string | required=true
+    templates: [keys.yaml.tmpl]
+    children: [{apiVersion: v1, kind: ConfigMap}]
+    reads:
+      - {name: secret, apiVersion: v1, kind: Secret, objectName: "{{ .Spec.secret }}", required: true}
+    identity: {tenant: builder}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Resource(crdsGVR).Delete(ctx, crdName, metav1.DeleteOptions{})
+	poll(t, time.Minute, "no Vault CRD left from an earlier test", func() (bool, error) {
+		_, err := admin.Resource(crdsGVR).Get(ctx, crdName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crdName, metav1.DeleteOptions{}) })
+	imp, err := controller.NewImpersonators(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counter{mutating: map[string]int{}}
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs, o.Impersonate = true, imp.Client })
+	defer func() { r.stop(t) }()
+	poll(t, time.Minute, "the Vault CRD, established", func() (bool, error) {
+		_, err := admin.Resource(vaults).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	for name, secret := range map[string]string{"mine": "app", "peek": "platform"} {
+		if _, err := createOnce(ctx, admin.Resource(vaults).Namespace(ns), cr(vaults, "Vault", ns, name, map[string]any{"secret": secret})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, time.Minute, "the Vault of app Ready, its keys written", func() (bool, error) {
+		u, err := admin.Resource(vaults).Namespace(ns).Get(ctx, "mine", metav1.GetOptions{})
+		if err != nil || !isReady(u) {
+			return false, nil
+		}
+		cm, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, "mine", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		keys, _, _ := unstructured.NestedString(cm.Object, "data", "keys")
+		return keys == "app-key", nil
+	})
+	var peek *unstructured.Unstructured
+	poll(t, time.Minute, "the Vault of platform Forbidden", func() (bool, error) {
+		u, err := admin.Resource(vaults).Namespace(ns).Get(ctx, "peek", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		peek = u
+		c := readyConditionOf(u)
+		return c != nil && c["reason"] == "Forbidden", nil
+	})
+	msg := fmt.Sprint(readyConditionOf(peek)["message"])
+	if want := user + " may not get secrets platform in namespace " + ns; !strings.Contains(msg, want) {
+		t.Errorf("Forbidden message %q lacks %q", msg, want)
+	}
+	t.Logf("refused read: %s", msg)
+	if data, _ := json.Marshal(peek.Object["status"]); strings.Contains(string(data), "platform-key") {
+		t.Errorf("the status shows what the refused read holds: %s", data)
+	}
+	if _, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, "peek", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap of the refused read was written (err %v)", err)
+	}
 }
