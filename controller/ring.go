@@ -37,7 +37,11 @@ func (c *Controller) runRing(ctx context.Context) error {
 		Leases: c.opts.Kube.CoordinationV1(), Metadata: c.opts.Metadata, Registry: c.reg,
 		Timings: c.leaseTimings, Metrics: c.opts.Metrics.ring,
 		// Set before the workers start, read by them and by the event sink.
-		Attach:     func(rs *ring.State) { c.ring, c.fence = rs, rs.Allow },
+		Attach: func(rs *ring.State) {
+			c.ring, c.fence = rs, rs.Allow
+			// Reads follow the share: another member watches the rest.
+			c.rec.HoldReads(rs.Holds)
+		},
 		Work:       c.runWorkers,
 		EnqueueAll: func() { c.EnqueueAll() },
 		Drained:    func(logger klog.Logger) { c.events.flush(logger, 5*time.Second) },

@@ -37,6 +37,10 @@ var VerbOrder = []string{"get", "list", "watch", "create", "update", "patch", "d
 var (
 	// ParentVerbs are what the informers of a configured resource need.
 	ParentVerbs = []string{"get", "list", "watch"}
+	// ChartParentVerbs are a chart entry's: ParentVerbs and patch, which
+	// removing helm-operator's finalizer from a deleted resource needs
+	// (docs/charts.md, "Moving from helm-operator").
+	ChartParentVerbs = []string{"get", "list", "watch", "patch"}
 	// StatusVerbs are what the merge patch of its status subresource needs.
 	StatusVerbs = []string{"patch"}
 	// ChildVerbs are what a child kind needs: get, list and watch for its
@@ -140,7 +144,11 @@ func Grants(entries []*entry.Entry, o RoleOptions) ([]Grant, error) {
 		grants = append(grants, Grant{Group: group, Resource: resource, Verbs: slices.Clone(verbs), Namespaces: where(namespaces)})
 	}
 	for i, e := range entries {
-		add(e.Group, e.Resource.Resource, ParentVerbs, entryNS[i])
+		verbs := ParentVerbs
+		if e.Chart != "" {
+			verbs = ChartParentVerbs
+		}
+		add(e.Group, e.Resource.Resource, verbs, entryNS[i])
 		add(e.Group, e.Resource.Resource+"/status", StatusVerbs, entryNS[i])
 		// Children carry blockOwnerDeletion: true. Where the
 		// OwnerReferencesPermissionEnforcement admission plugin is on

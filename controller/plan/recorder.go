@@ -168,6 +168,12 @@ func (r *recorder) PatchStatus(_ context.Context, _ schema.GroupVersionResource,
 	return parent, nil
 }
 
+// PatchParent implements reconcile.Writer: nothing is sent; a plan shows
+// children, and a resource being deleted renders none.
+func (r *recorder) PatchParent(context.Context, schema.GroupVersionResource, *unstructured.Unstructured, []byte) error {
+	return nil
+}
+
 // Event implements reconcile.Writer: the plan records no event.
 func (r *recorder) Event(*unstructured.Unstructured, string, string, string) {}
 

@@ -5,15 +5,19 @@
 // that a change re-renders exactly those.
 //
 // The choice a newcomer may question: the informers start on first use,
-// from the sync that needs them (which waits for their first list), not
-// with the registry's. Reads are declared per entry and resolved per
-// resource (a name computed from the spec), so only a sync knows what it
-// reads; starting on first use keeps the registry's reload and sharding
-// untouched, costs one wait per scope per process, and never watches a
-// kind no resource reads. A fixed read (objectName and namespace set by
-// the platform) watches its one object by field selector, which the
-// one-name RBAC rule "stencil rbac" prints allows; every other read
-// watches its kind in every namespace (or the run's --namespace).
+// from the sync that needs them (which waits for their first list), and
+// stop when no resource reads through them any more, not with the
+// registry's. Reads are declared per entry and resolved per resource (a
+// name computed from the spec), so only a sync knows what it reads;
+// starting on first use keeps the registry's reload and sharding
+// untouched, costs one wait per scope, and never watches a kind, or a
+// namespace, no resource reads. Every watch is of one namespace: a read
+// with a fixed name watches that one object by field selector (which the
+// one-name RBAC rule "stencil rbac" prints allows), in the platform's
+// namespace or each reader's; any other read watches its kind in the
+// namespaces that hold a reader of it, and nothing is ever watched
+// cluster-wide. Under a ring a member holds the readers of its own
+// namespaces only (Hold), so its watches cover only those.
 package reads
 
 import (
@@ -21,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,9 +58,6 @@ type Options struct {
 	Dynamic dynamic.Interface
 	// Mapper resolves a read's kind to its resource.
 	Mapper meta.RESTMapper
-	// Namespace limits the watches of computed reads to one namespace;
-	// empty is all.
-	Namespace string
 	// Served reports whether stencil serves a kind (its status is its
 	// own output, not part of what a read sees); nil serves none.
 	Served func(gk schema.GroupKind) bool
@@ -64,6 +66,11 @@ type Options struct {
 	Enqueue func(Reader)
 	// SyncTimeout bounds the wait for a new scope's first list (default 30s).
 	SyncTimeout time.Duration
+	// Idle is how long a scope no reader is indexed under keeps watching
+	// before it stops (default 15s): a reader deleted and created again,
+	// or one whose render is resolving its other reads, does not restart
+	// the watch. A swept scope stops within Idle plus sweepEvery.
+	Idle time.Duration
 	// Authorize, for a source of an identity (SourceAs), says whether it
 	// may read what the tenant names (review.go); nil refuses every such
 	// read: never read as stencil instead.
@@ -84,14 +91,30 @@ type Watcher struct {
 	// bySelector indexes the selector readers of a kind in a namespace.
 	bySelector map[spaceKey]map[Reader][]labels.Selector
 	// tracked is what each reader was last indexed by, to drop it.
-	tracked map[Reader][]templates.ReadTarget
+	tracked map[Reader]tracked
+	// inUse counts, per scope, the targets of tracked readers it serves:
+	// a scope at zero for Idle is stopped (sweep).
+	inUse map[scope]int
+	// resources remembers each read kind's resource, for Track.
+	resources map[schema.GroupVersionKind]schema.GroupVersionResource
+	// holds, when set, says which namespaces' readers this process keeps
+	// (a ring member's share); sweep drops the others.
+	holds func(ns string) bool
 	// lastReset is when restMapping last reset the mapper.
 	lastReset time.Time
 }
 
+// tracked is what one reader's last render looked for, and the scopes
+// that serve it.
+type tracked struct {
+	targets []templates.ReadTarget
+	scopes  []scope
+}
+
 // scope is what one informer watches.
 type scope struct {
-	gvr       schema.GroupVersionResource
+	gvr schema.GroupVersionResource
+	// namespace is never empty: no read watches cluster-wide.
 	namespace string
 	// name, when set, is the one object a fixed read watches.
 	name string
@@ -108,6 +131,10 @@ type scoped struct {
 	gvk  schema.GroupVersionKind
 	gvr  schema.GroupVersionResource
 	done chan struct{}
+	// stop ends the informer; lastUsed (under Watcher.mu) is when a sync
+	// last read through it.
+	stop     context.CancelFunc
+	lastUsed time.Time
 	// err is the last list or watch error, for the message of a sync
 	// that times out waiting; timedOut says a sync waited SyncTimeout in
 	// vain: later ones fail at once until the first list succeeds, so
@@ -136,9 +163,76 @@ func New(ctx context.Context, opts Options) *Watcher {
 	if opts.Served == nil {
 		opts.Served = func(schema.GroupKind) bool { return false }
 	}
-	return &Watcher{opts: opts, ctx: ctx, scopes: map[scope]*scoped{},
+	if opts.Idle <= 0 {
+		opts.Idle = 15 * time.Second
+	}
+	w := &Watcher{opts: opts, ctx: ctx, scopes: map[scope]*scoped{},
 		byObject: map[objectKey]map[Reader]bool{}, bySelector: map[spaceKey]map[Reader][]labels.Selector{},
-		tracked: map[Reader][]templates.ReadTarget{}}
+		tracked: map[Reader]tracked{}, inUse: map[scope]int{}, resources: map[schema.GroupVersionKind]schema.GroupVersionResource{}}
+	go func() {
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.sweep(time.Now())
+			}
+		}
+	}()
+	return w
+}
+
+// Hold makes this process keep the readers of the namespaces holds
+// accepts, and drop the others at the next sweep (their scopes then
+// stop): a ring member's share.
+func (w *Watcher) Hold(holds func(ns string) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holds = holds
+}
+
+// sweep drops the readers of namespaces this process no longer holds,
+// and stops every scope no reader has been indexed under for Idle.
+func (w *Watcher) sweep(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holds != nil {
+		for r := range w.tracked {
+			if !w.holds(r.Namespace) {
+				w.untrackLocked(r)
+			}
+		}
+	}
+	for sc, s := range w.scopes {
+		idle := w.opts.Idle
+		select {
+		case <-s.done:
+		default:
+			// Not listed yet (a kind stencil may not list): kept longer,
+			// so that its readers' retries fail at once (timedOut) rather
+			// than each waiting SyncTimeout for a new scope's first list.
+			idle *= 20
+		}
+		if w.inUse[sc] == 0 && now.Sub(s.lastUsed) >= idle {
+			klog.FromContext(w.ctx).V(2).Info("No longer watching reads: no reader left", "scope", describe(sc))
+			s.stop()
+			delete(w.scopes, sc)
+		}
+	}
+}
+
+// Scopes describes the scopes watched, sorted, for tests and logs.
+func (w *Watcher) Scopes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.scopes))
+	for sc := range w.scopes {
+		out = append(out, describe(sc))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Source returns the ReadSource of one sync: the watcher's caches,
@@ -230,6 +324,9 @@ func (s source) List(rd config.Read, ns string, sel labels.Selector) ([]*unstruc
 // Served implements templates.ReadSource.
 func (s source) Served(gk schema.GroupKind) bool { return s.w.opts.Served(gk) }
 
+// sweepEvery is how often scopes are checked for readers.
+const sweepEvery = 5 * time.Second
+
 // scopeOf returns the synced informer that serves rd in ns, starting it
 // on first use.
 func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scoped, error) {
@@ -241,23 +338,26 @@ func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scop
 	if mapping.Scope.Name() == meta.RESTScopeNameRoot {
 		return nil, fmt.Errorf("%s is cluster-scoped: a read is of namespaced objects", gvk)
 	}
-	sc := scope{gvr: mapping.Resource, namespace: w.opts.Namespace, full: !rd.IsSecret() || rd.SecretData}
-	if rd.Fixed() {
-		// One object by name: in its namespace when the platform fixed
-		// one, else by that name in every namespace (one watch, not one
-		// per namespace in use).
-		sc.name = rd.ObjectName
-		if rd.Namespace != "" {
-			sc.namespace = ns
-		}
+	if ns == "" {
+		// Only a cluster-scoped reader has none; nothing watches
+		// cluster-wide.
+		return nil, fmt.Errorf("a read of %s looks in a namespace, and this one has none", gvk)
 	}
 	w.mu.Lock()
+	w.resources[gvk] = mapping.Resource
+	sc := scopeFor(rd, mapping.Resource, ns)
 	s, ok := w.scopes[sc]
 	if !ok {
-		s = w.start(sc, gvk)
+		s = w.start(sc, gvk, false)
 		w.scopes[sc] = s
 	}
+	s.lastUsed = time.Now()
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		s.lastUsed = time.Now()
+		w.mu.Unlock()
+	}()
 	wait := w.opts.SyncTimeout
 	s.mu.Lock()
 	if s.timedOut {
@@ -286,6 +386,17 @@ func (w *Watcher) scopeOf(ctx context.Context, rd config.Read, ns string) (*scop
 		}
 		return nil, fmt.Errorf("the watch of %s has not listed within %s: %w", describe(sc), w.opts.SyncTimeout, last)
 	}
+}
+
+// scopeFor is the scope that serves rd, of resource gvr, in namespace ns
+// (where the read looks: the platform's fixed namespace or the reader's).
+func scopeFor(rd config.Read, gvr schema.GroupVersionResource, ns string) scope {
+	sc := scope{gvr: gvr, namespace: ns, full: !rd.IsSecret() || rd.SecretData}
+	if rd.Fixed() {
+		// One object by name, in the one namespace it is looked for in.
+		sc.name = rd.ObjectName
+	}
+	return sc
 }
 
 // restMapping looks gvk up. A kind the mapper does not know may be one
@@ -317,18 +428,20 @@ const resetEvery = 5 * time.Second
 
 // describe names a scope in messages.
 func describe(sc scope) string {
-	switch {
-	case sc.name != "":
+	if sc.name != "" {
 		return fmt.Sprintf("%s %s/%s", sc.gvr.GroupResource(), sc.namespace, sc.name)
-	case sc.namespace != "":
-		return fmt.Sprintf("%s in namespace %s", sc.gvr.GroupResource(), sc.namespace)
 	}
-	return sc.gvr.GroupResource().String()
+	return fmt.Sprintf("%s in namespace %s", sc.gvr.GroupResource(), sc.namespace)
 }
 
-// start builds and runs the informer of sc; w.mu is held.
-func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind) *scoped {
-	s := &scoped{gvk: gvk, gvr: sc.gvr, done: make(chan struct{})}
+// start builds and runs the informer of sc; w.mu is held. Unless
+// announce, the objects of its first list queue nobody: a scope started by
+// a sync is read, once listed, by that sync, and no reader was indexed
+// under it before. Track restarting a swept scope for a reader announces
+// them, for what changed while nothing watched.
+func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind, announce bool) *scoped {
+	ctx, stop := context.WithCancel(w.ctx)
+	s := &scoped{gvk: gvk, gvr: sc.gvr, done: make(chan struct{}), stop: stop, lastUsed: time.Now()}
 	tweak := func(lo *metav1.ListOptions) {
 		if sc.name != "" {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", sc.name).String()
@@ -353,15 +466,19 @@ func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind) *scoped {
 		s.mu.Unlock()
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
-	_, _ = s.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.changed(nil, obj) },
+	_, _ = s.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if announce || !initial {
+				w.changed(nil, obj)
+			}
+		},
 		UpdateFunc: w.changed,
 		DeleteFunc: func(obj any) { w.changed(obj, nil) },
 	})
 	klog.FromContext(w.ctx).V(2).Info("Watching reads", "scope", describe(sc))
-	go s.inf.RunWithContext(w.ctx)
+	go s.inf.RunWithContext(ctx)
 	go func() {
-		if cache.WaitForCacheSync(w.ctx.Done(), s.inf.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), s.inf.HasSynced) {
 			close(s.done)
 		}
 	}()
@@ -419,10 +536,30 @@ func asObject(obj any) *unstructured.Unstructured {
 }
 
 // Track records what reader's last render looked for, replacing what it
-// looked for before.
+// looked for before, and keeps the scopes that serve it watching (one
+// swept while the render resolved its other reads starts again).
 func (w *Watcher) Track(reader Reader, targets []templates.ReadTarget) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// The new scopes are counted before the old are released, so that a
+	// scope both use never reaches zero.
+	tr := tracked{targets: targets}
+	for _, t := range targets {
+		if t.Selector == nil && t.Name == "" {
+			continue // looked for nothing
+		}
+		gvk := t.Read.GVK()
+		gvr, ok := w.resources[gvk]
+		if !ok {
+			continue // never resolved: no scope serves it
+		}
+		sc := scopeFor(t.Read, gvr, t.Namespace)
+		tr.scopes = append(tr.scopes, sc)
+		w.inUse[sc]++
+		if _, ok := w.scopes[sc]; !ok {
+			w.scopes[sc] = w.start(sc, gvk, true)
+		}
+	}
 	w.untrackLocked(reader)
 	for _, t := range targets {
 		gk := t.Read.GVK().GroupKind()
@@ -441,7 +578,7 @@ func (w *Watcher) Track(reader Reader, targets []templates.ReadTarget) {
 			w.byObject[k][reader] = true
 		}
 	}
-	w.tracked[reader] = targets
+	w.tracked[reader] = tr
 }
 
 // Forget drops reader from the index: it was deleted.
@@ -452,7 +589,13 @@ func (w *Watcher) Forget(reader Reader) {
 }
 
 func (w *Watcher) untrackLocked(reader Reader) {
-	for _, t := range w.tracked[reader] {
+	tr := w.tracked[reader]
+	for _, sc := range tr.scopes {
+		if w.inUse[sc]--; w.inUse[sc] <= 0 {
+			delete(w.inUse, sc)
+		}
+	}
+	for _, t := range tr.targets {
 		gk := t.Read.GVK().GroupKind()
 		if t.Selector != nil {
 			k := spaceKey{gk, t.Namespace}

@@ -205,3 +205,106 @@ func targets(t *testing.T, reads []config.Read, ns, secret string) []templates.R
 		{Read: reads[1], Namespace: ns, Selector: mustSelector(t, "tier=web")},
 	}
 }
+
+// TestWatchesFollowTheReaders: every watch is of one namespace, and only
+// of namespaces that hold a reader of its kind; a read with a fixed name
+// watches that object by name; a scope stops once no reader is indexed
+// under it for Idle, and a ring member (Hold) keeps only its namespaces'
+// readers.
+func TestWatchesFollowTheReaders(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scheme := runtime.NewScheme()
+	configmapsGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+		secretsGVR: "SecretList", sitesGVR: "SiteList", configmapsGVR: "ConfigMapList"},
+		obj("v1", "ConfigMap", "platform", "defaults", nil, nil),
+		obj("v1", "Secret", "team-a", "db", nil, nil),
+		obj("v1", "Secret", "team-c", "db", nil, nil),
+		obj("sites.example.com/v1", "Site", "team-a", "blog", map[string]any{"tier": "web"}, nil))
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, k := range []string{"Secret", "ConfigMap"} {
+		mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: k}, meta.RESTScopeNamespace)
+	}
+	mapper.Add(schema.GroupVersionKind{Group: "sites.example.com", Version: "v1", Kind: "Site"}, meta.RESTScopeNamespace)
+	w := New(ctx, Options{Dynamic: dyn, Mapper: mapper, Idle: time.Minute})
+
+	reads := []config.Read{
+		{Name: "defaults", APIVersion: "v1", Kind: "ConfigMap", ObjectName: "defaults", Namespace: "platform"},
+		{Name: "tls", APIVersion: "v1", Kind: "Secret", ObjectName: "tls"},
+		{Name: "password", APIVersion: "v1", Kind: "Secret", ObjectName: "{{ .Spec.passwordSecret }}"},
+		{Name: "peers", APIVersion: "sites.example.com/v1", Kind: "Site", Selector: &config.ReadSelector{MatchLabels: map[string]string{"tier": "{{ .Spec.tier }}"}}},
+	}
+	// render is a sync of the Site ns/name: it resolves its reads, then
+	// is indexed under what it looked for.
+	render := func(ns, name string) {
+		t.Helper()
+		src := w.Source(ctx)
+		for _, rd := range reads[:3] {
+			at, objName := ns, rd.ObjectName
+			if rd.Namespace != "" {
+				at = rd.Namespace
+			}
+			if rd.Name == "password" {
+				objName = "db"
+			}
+			if _, err := src.Get(rd, at, objName); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sel := mustSelector(t, "tier=web")
+		if _, err := src.List(reads[3], ns, sel); err != nil {
+			t.Fatal(err)
+		}
+		w.Track(Reader{GVR: sitesGVR, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, []templates.ReadTarget{
+			{Read: reads[0], Namespace: "platform", Name: "defaults"},
+			{Read: reads[1], Namespace: ns, Name: "tls"},
+			{Read: reads[2], Namespace: ns, Name: "db"},
+			{Read: reads[3], Namespace: ns, Selector: sel},
+		})
+	}
+	render("team-a", "shop")
+	render("team-a", "news")
+	render("team-c", "wiki")
+	want := []string{
+		"configmaps platform/defaults",
+		"secrets team-a/tls", "secrets team-c/tls",
+		"secrets in namespace team-a", "secrets in namespace team-c",
+		"sites.sites.example.com in namespace team-a", "sites.sites.example.com in namespace team-c",
+	}
+	slices.Sort(want)
+	if got := w.Scopes(); !slices.Equal(got, want) {
+		t.Errorf("watched %q, want %q", got, want)
+	}
+	for _, a := range dyn.Actions() {
+		if (a.GetVerb() == "list" || a.GetVerb() == "watch") && a.GetNamespace() == "" {
+			t.Errorf("a cluster-wide %s of %s", a.GetVerb(), a.GetResource())
+		}
+	}
+
+	// team-c's one reader is deleted: its scopes stop once idle, not
+	// before; team-a's stay.
+	w.Forget(Reader{GVR: sitesGVR, NamespacedName: types.NamespacedName{Namespace: "team-c", Name: "wiki"}})
+	w.sweep(time.Now())
+	if got := w.Scopes(); len(got) != len(want) {
+		t.Errorf("scopes stopped before they were idle: %q", got)
+	}
+	w.sweep(time.Now().Add(time.Minute))
+	want = []string{"configmaps platform/defaults", "secrets team-a/tls", "secrets in namespace team-a", "sites.sites.example.com in namespace team-a"}
+	slices.Sort(want)
+	if got := w.Scopes(); !slices.Equal(got, want) {
+		t.Errorf("after team-c's last reader left, watched %q, want %q", got, want)
+	}
+
+	// A ring member that holds team-c only drops team-a's readers, and
+	// their watches.
+	w.Hold(func(ns string) bool { return ns == "team-c" })
+	w.sweep(time.Now().Add(time.Minute))
+	if got := w.Scopes(); len(got) != 0 || w.Readers() != 0 {
+		t.Errorf("a member holding team-c only: %d readers, watches %q", w.Readers(), got)
+	}
+	render("team-c", "wiki")
+	if got := w.Scopes(); len(got) != 4 {
+		t.Errorf("a reader of team-c back: watches %q, want its 4", got)
+	}
+}

@@ -37,6 +37,10 @@ type Writer interface {
 	As(user string) (ChildWriter, error)
 	// PatchStatus merge-patches parent's status subresource.
 	PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) (*unstructured.Unstructured, error)
+	// PatchParent JSON-patches the resource itself (only to release a
+	// finalizer of a controller stencil replaced); the patch's own test
+	// operation makes it fail rather than overwrite a change made since.
+	PatchParent(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) error
 	// Event records an event on parent.
 	Event(parent *unstructured.Unstructured, eventtype, reason, message string)
 	// Synced is told where each sync came to, once per sync that renders
@@ -137,6 +141,13 @@ func (w childWriter) Delete(ctx context.Context, _ *unstructured.Unstructured, g
 func (w apiWriter) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) (*unstructured.Unstructured, error) {
 	return w.client.Resource(gvr).Namespace(parent.GetNamespace()).
 		Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: contract.FieldManager}, "status")
+}
+
+// PatchParent implements Writer.
+func (w apiWriter) PatchParent(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) error {
+	_, err := w.client.Resource(gvr).Namespace(parent.GetNamespace()).
+		Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: contract.FieldManager})
+	return err
 }
 
 // Event implements Writer.

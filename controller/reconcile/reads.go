@@ -64,3 +64,12 @@ func (c *Reconciler) waitForReads(ctx context.Context, p *pass) error {
 	c.warnOnce(p.parent, status.ReasonWaitingForRead, msg)
 	return c.setStatus(ctx, p, status.Outcome{WaitingForRead: msg, KeepTemplateStatus: true}, 0)
 }
+
+// HoldReads makes the read watcher keep only the readers of the
+// namespaces holds accepts (a ring member's share): the watches of the
+// others' namespaces stop once they have no reader here.
+func (c *Reconciler) HoldReads(holds func(ns string) bool) {
+	if c.opts.Reads != nil {
+		c.opts.Reads.Hold(holds)
+	}
+}

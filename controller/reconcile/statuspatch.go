@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/contract"
+	"stencil.dev/stencil/controller/reconcile/expect"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/registry"
 	"stencil.dev/stencil/controller/requeue"
@@ -52,8 +53,10 @@ func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]a
 	if err := c.mayWrite(parent.GetNamespace()); err != nil {
 		return err
 	}
+	done := c.expect.Writing(expect.KeyOf(parent))
 	result, err := c.writer.PatchStatus(ctx, entry.Res.GVR(), parent, patch)
 	if err != nil {
+		c.expected(key, done(nil, false))
 		err = fmt.Errorf("patching status: %w", err)
 		if isRejected(err) {
 			// The same patch would be rejected again: report it once and
@@ -64,14 +67,11 @@ func (c *Reconciler) patchStatus(ctx context.Context, p *pass, want map[string]a
 		return err
 	}
 	c.memory.Status.Set(key, wantJSON, jsonOf(status.Current(result)))
-	if onlyReads(diff) {
-		// No render reads status.reads (view.NewObject leaves it out), and
-		// this sync decided from the rest: its event need not render the
-		// resource again. One read edit then costs each reader one render.
-		c.expect.WroteQuiet(result)
-	} else {
-		c.expect.Wrote(result)
-	}
+	// No render reads status.reads (view.NewObject leaves it out), and
+	// this sync decided from the rest: the event of a patch of it alone
+	// need not render the resource again. One read edit then costs each
+	// reader one render.
+	c.expected(key, done(result, onlyReads(diff)))
 	c.opts.Metrics.statusPatches.WithLabelValues(entry.Label).Inc()
 	klog.FromContext(ctx).V(2).Info("Patched status", "phase", want["phase"])
 	return nil

@@ -103,7 +103,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return err
 	}
 	if parent.GetDeletionTimestamp() != nil {
-		return nil
+		return c.releaseHelmFinalizer(ctx, entry, parent)
 	}
 	if c.expect.Newer(expect.KeyOf(parent), parent) != nil {
 		// The cache has not shown stencil's last status patch yet; the
@@ -524,7 +524,11 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
+	done := c.expect.Writing(expect.KeyOf(want))
 	created, taken, err := c.createByApply(ctx, ch)
+	if err != nil || taken {
+		c.expected(ch.key, done(nil, false))
+	}
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
@@ -539,7 +543,7 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 	}
 	c.memory.Refusals.Clear(ch.key, ch.ref)
 	c.opts.Metrics.childWrites.WithLabelValues(ch.entry.Label, want.GetKind(), verbCreate).Inc()
-	c.expectChild(ch.entry, created)
+	c.expectChild(ch, created, done)
 	logger.V(2).Info("Created child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: created, change: reasonCreated}
 }
@@ -577,7 +581,12 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	if err := c.mayWrite(want.GetNamespace()); err != nil {
 		return childResult{end: true, err: err}
 	}
+	done := c.expect.Writing(expect.KeyOf(want))
 	applied, err := ch.children.Apply(ctx, ch.parent, ch.childKind.GVR, want)
+	if err != nil || applied.GetResourceVersion() == live.GetResourceVersion() {
+		// Failed, or a no-op: nothing new to expect.
+		c.expected(ch.key, done(nil, false))
+	}
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is going away and takes the resource with it:
@@ -597,7 +606,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		logger.V(2).Info("Applied child, unchanged", "kind", want.GetKind(), "child", klog.KObj(want))
 		return childResult{live: applied}
 	}
-	c.expectChild(ch.entry, applied)
+	c.expectChild(ch, applied, done)
 	logger.V(2).Info("Applied child", "kind", want.GetKind(), "child", klog.KObj(want))
 	return childResult{live: applied, change: reasonUpdated}
 }
@@ -699,17 +708,22 @@ func (c *Reconciler) liveChild(ctx context.Context, childKind *registry.Child, w
 }
 
 // expectChild records a child stencil created or changed, stripped as the
-// cache holds it, until the cache shows it (expectations). Its event is
-// quiet, and queues nothing, unless entry's templates read live children:
-// the sync that wrote it took what the write returned for its status, and
-// only such a render sees the child.
-func (c *Reconciler) expectChild(entry *registry.Parent, written *unstructured.Unstructured) {
+// cache holds it, until the cache shows it (expectations): done is what
+// Writing returned before the write. Its event is quiet, and queues
+// nothing, unless entry's templates read live children: the sync that
+// wrote it took what the write returned for its status, and only such a
+// render sees the child.
+func (c *Reconciler) expectChild(ch childSync, written *unstructured.Unstructured, done func(*unstructured.Unstructured, bool) bool) {
 	u, _ := c.TransformChild(written.DeepCopy())
-	if entry.Set.ReadsLive() {
-		c.expect.Wrote(u.(*unstructured.Unstructured))
-		return
+	c.expected(ch.key, done(u.(*unstructured.Unstructured), !ch.entry.Set.ReadsLive()))
+}
+
+// expected queues key again when an event held while one of its writes
+// was on its way was not that write's quiet event (expect.Writes.Writing).
+func (c *Reconciler) expected(key Key, requeue bool) {
+	if requeue && c.opts.Enqueue != nil {
+		c.opts.Enqueue(key)
 	}
-	c.expect.WroteQuiet(u.(*unstructured.Unstructured))
 }
 
 // createByApply creates a child no object of its name is known to hold,

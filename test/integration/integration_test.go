@@ -63,6 +63,9 @@ type counter struct {
 	// watches counts the watch requests among reads (GETs with
 	// watch=true): an informer renews its watch every few minutes.
 	watches atomic.Int64
+	// onGet, when set before the controller starts, sees each read and
+	// its response (a watch's body stays open while it watches).
+	onGet func(*http.Request, *http.Response)
 }
 
 func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -72,6 +75,13 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.reads.Add(1)
 			if r.URL.Query().Get("watch") == "true" {
 				c.watches.Add(1)
+			}
+			if c.onGet != nil {
+				resp, err := rt.RoundTrip(r)
+				if err == nil {
+					c.onGet(r, resp)
+				}
+				return resp, err
 			}
 		case r.URL.Query().Get("dryRun") != "":
 			c.dryRuns.Add(1)

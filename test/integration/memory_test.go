@@ -121,7 +121,7 @@ func startProcess(b *testing.B, name, bin, config, ns string) *process {
 
 // startProcessArgs runs bin run with args, its own metrics and health
 // addresses, and its log in .cluster/logs/bench-<name>.log.
-func startProcessArgs(b *testing.B, name, bin string, args ...string) *process {
+func startProcessArgs(b testing.TB, name, bin string, args ...string) *process {
 	b.Helper()
 	metricsAddr, healthAddr := freeAddr(b), freeAddr(b)
 	logs := filepath.Join(root, ".cluster", "logs")
@@ -147,7 +147,7 @@ func startProcessArgs(b *testing.B, name, bin string, args ...string) *process {
 	return p
 }
 
-func freeAddr(b *testing.B) string {
+func freeAddr(b testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -186,7 +186,7 @@ func (p *process) scrape() (map[string]float64, error) {
 
 // settle waits until the process has reconciled at least n resources and
 // its queue has stayed empty for 5 s.
-func (p *process) settle(b *testing.B, n int) {
+func (p *process) settle(b testing.TB, n int) {
 	b.Helper()
 	var quietSince time.Time
 	poll(b, 10*time.Minute, fmt.Sprintf("%s: %d reconciles and a queue empty for 5s", p.name, n), func() (bool, error) {
@@ -289,7 +289,7 @@ func treePss(pid int) (uint64, int) {
 }
 
 // stop sends SIGTERM and waits for the process to exit.
-func (p *process) stop(b *testing.B) {
+func (p *process) stop(b testing.TB) {
 	b.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

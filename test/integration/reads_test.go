@@ -76,7 +76,7 @@ data:
 
 // startReaders writes the config, starts a controller over ns that
 // manages the Reader CRD, and waits until it is served.
-func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformNS string) (*running, string) {
+func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformNS string, edits ...func(*controller.Options)) (*running, string) {
 	t.Helper()
 	cfg := restConfig(t)
 	admin := dynamic.NewForConfigOrDie(cfg)
@@ -94,7 +94,12 @@ func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformN
 		return apierrors.IsNotFound(err), nil
 	})
 	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), readersCRD, metav1.DeleteOptions{}) })
-	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) { o.ManageCRDs = true })
+	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) {
+		o.ManageCRDs = true
+		for _, edit := range edits {
+			edit(o)
+		}
+	})
 	poll(t, time.Minute, "the Reader CRD, established", func() (bool, error) {
 		_, err := admin.Resource(readers).Namespace(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, nil
@@ -729,13 +734,22 @@ func BenchmarkReadFanOut(b *testing.B) {
 				}
 			}
 		})
+		// The floor: what the writes the edit needs take at the client's
+		// rate limit (restConfig's QPS), with nothing else in the way.
+		qps := float64(restConfig(b).QPS)
+		floor := time.Duration(float64(read.childWrites+read.by["PATCH readers/status"]) / qps * float64(time.Second))
+		b.ReportMetric(read.took.Seconds()/floor.Seconds(), "x-floor-read")
 		b.Logf("%d Readers, %d children printing the region:\n"+
 			"  one edit of the ConfigMap they read: last child written after %s; %.0f reconciles, %.2f renders per Reader; %d child writes (%d children changed at the API server, %d others); %d mutating requests (%v)\n"+
 			"  baseline, %d spec edits: last child written after %s; %.0f reconciles, %.2f renders per Reader; %d child writes (%d changed, %d others); %d mutating requests by stencil (%v)\n"+
-			"  the read: %.2fx the baseline's time",
+			"  the read: %.2fx the baseline's time; %.2f mutating requests, %.2f renders and %.2f child writes per Reader; the floor, (%d child writes + %d status patches) / %.0f QPS = %s; the read %.2fx the floor",
 			f.n, f.n/2, read.took.Round(time.Millisecond), read.reconciles, read.renders/float64(f.n), read.childWrites, read.regional, read.others, read.total, read.by,
 			f.n, spec.took.Round(time.Millisecond), spec.reconciles, spec.renders/float64(f.n), spec.childWrites, spec.regional, spec.others, spec.total, spec.by,
-			read.took.Seconds()/spec.took.Seconds())
+			read.took.Seconds()/spec.took.Seconds(), float64(read.total)/float64(f.n), read.renders/float64(f.n), float64(read.childWrites)/float64(f.n),
+			read.childWrites, read.by["PATCH readers/status"], qps, floor.Round(time.Millisecond), read.took.Seconds()/floor.Seconds())
+		if read.renders != float64(f.n) {
+			b.Errorf("the edit read by %d Readers made %.0f renders, want exactly one per Reader", f.n, read.renders)
+		}
 		b.ReportMetric(float64(f.n), "CRs")
 		b.ReportMetric(read.took.Seconds(), "s-read")
 		b.ReportMetric(spec.took.Seconds(), "s-spec-edits")

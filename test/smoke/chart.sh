@@ -8,6 +8,9 @@
 # write each; converged and after a restart stencil writes nothing; a
 # value change updates a child, and disabling a part of the chart prunes
 # it; the chart's test hook is not applied, and a Warning event says so.
+# The taken-over resource says Deployed TakeoverSuccessful, keeps
+# helm-operator's finalizer and release Secret (the way back), and once
+# deleted is gone with its objects: stencil releases the finalizer.
 # shellcheck source=test/smoke/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -45,6 +48,24 @@ kn get hello/legacy -o yaml >"$CONFIG_DIR/legacy.yaml"
 legacy_uids() { kn get deployment/legacy service/legacy configmap/legacy -o jsonpath='{range .items[*]}{.metadata.uid} {end}'; }
 legacy_pods() { kn get pods -l app.kubernetes.io/instance=legacy -o jsonpath='{range .items[*]}{.metadata.uid} {end}'; }
 kn wait deployment/legacy --for=condition=Available --timeout=60s >/dev/null
+# And what helm-operator(-plugins) leaves on the resource: its uninstall
+# finalizer, its status (Deployed, no Ready) and a release Secret the
+# resource owns.
+kn patch hello/legacy --type=merge -p '{"metadata":{"finalizers":["uninstall-helm-release"]}}' >/dev/null
+kn patch hello/legacy --subresource=status --type=merge -p '{"status":{"conditions":[
+  {"type":"Initialized","status":"True","reason":"","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"},
+  {"type":"Deployed","status":"True","reason":"InstallSuccessful","message":"release was successfully installed","lastTransitionTime":"2026-01-01T00:00:00Z"}],
+  "deployedRelease":{"name":"legacy"}}}' >/dev/null
+create_once kn apply -f - >/dev/null <<SECRET
+apiVersion: v1
+kind: Secret
+type: helm.sh/release.v1
+metadata:
+  name: sh.helm.release.v1.legacy.v1
+  labels: {owner: helm, name: legacy, status: deployed, version: "1"}
+  ownerReferences: [{apiVersion: charts.example.com/v1, kind: Hello, name: legacy, uid: $uid}]
+data: {release: eA==}
+SECRET
 before_uids=$(legacy_uids)
 before_pods=$(legacy_pods)
 [ -n "$before_pods" ] || fail "deployment/legacy has no pods"
@@ -81,7 +102,11 @@ expect_eq "owner-uid label" "$uid" "$(kn get deployment/legacy -o jsonpath='{.me
 writes=$(metric stencil_child_writes_total)
 # demo: 3 creates; legacy: at most one apply of each of its 3 objects.
 ((writes <= 6)) || fail "stencil_child_writes_total is $writes, want at most 6 (3 creates, 3 takeovers)"
-ok "same UIDs, same pods, $writes child writes in all"
+# Taken over, not upgraded; what the way back needs is left as it was.
+expect_eq "hello/legacy's Deployed reason" TakeoverSuccessful "$(condition hello/legacy Deployed reason)"
+expect_eq "hello/legacy's finalizers" '["uninstall-helm-release"]' "$(kn get hello/legacy -o jsonpath='{.metadata.finalizers}')"
+kn get secret/sh.helm.release.v1.legacy.v1 >/dev/null || fail "the release Secret is gone"
+ok "same UIDs, same pods, $writes child writes in all; Deployed TakeoverSuccessful; helm-operator's finalizer and release Secret kept"
 
 rvs() { kn get hellos,deployments,services,configmaps -o jsonpath='{range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion} {end}'; }
 step "converged: a restart writes nothing"
@@ -107,4 +132,11 @@ no_env_from() { expect_eq "deployment/demo envFrom" "" "$(kn get deployment/demo
 wait_for 30 "deployment/demo without envFrom" no_env_from
 kn wait hello/demo --for=condition=Ready --timeout=60s >/dev/null
 ok "GREETING bonjour, Deployed UpgradeSuccessful; configmap/demo pruned, deployment/demo without envFrom"
+
+step "hello/legacy deleted: gone with its objects and release Secret, no finalizer removed by hand"
+kn delete hello/legacy --wait=false >/dev/null
+for o in hello/legacy deployment/legacy service/legacy configmap/legacy secret/sh.helm.release.v1.legacy.v1; do
+  wait_for 60 "$o gone" gone "$o"
+done
+ok "hello/legacy, its Deployment, Service, ConfigMap and release Secret deleted"
 fail_if_denied "the chart scenario"

@@ -53,6 +53,22 @@ type Writes struct {
 
 	mu  sync.Mutex
 	obj map[Key]expected
+	// writing holds the writes sent and not yet returned (Writing), with
+	// the events of their objects that arrived meanwhile.
+	writing map[Key]*inflight
+}
+
+// inflight is the writes of one object on their way, and the versions
+// its informer showed meanwhile.
+type inflight struct {
+	n    int
+	held []version
+}
+
+// version is one object version an informer showed.
+type version struct {
+	uid types.UID
+	rv  string
 }
 
 // Key names an object stencil wrote.
@@ -82,7 +98,7 @@ type expected struct {
 
 // New returns an empty Writes.
 func New() *Writes {
-	return &Writes{ttl: expectationTTL, now: time.Now, obj: map[Key]expected{}}
+	return &Writes{ttl: expectationTTL, now: time.Now, obj: map[Key]expected{}, writing: map[Key]*inflight{}}
 }
 
 // KeyOf returns the key of u.
@@ -123,6 +139,46 @@ func (e *Writes) wrote(written *unstructured.Unstructured, quiet bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.obj[KeyOf(written)] = expected{obj: written, rv: rv, ok: ok, at: e.now(), quiet: quiet}
+}
+
+// Writing announces a write of key about to be sent, and returns what to
+// call once it has returned: done records what the write returned, as
+// Wrote (quiet false) or WroteQuiet do (written nil: the write failed or
+// wrote nothing), and reports whether an event of the object held
+// meanwhile (Observe) was not the quiet event of this write: the caller
+// then queues the resource again, as that event would have.
+func (e *Writes) Writing(key Key) (done func(written *unstructured.Unstructured, quiet bool) (requeue bool)) {
+	e.mu.Lock()
+	w := e.writing[key]
+	if w == nil {
+		w = &inflight{}
+		e.writing[key] = w
+	}
+	w.n++
+	e.mu.Unlock()
+	return func(written *unstructured.Unstructured, quiet bool) bool {
+		e.mu.Lock()
+		held := w.held
+		w.held = nil
+		if w.n--; w.n == 0 {
+			delete(e.writing, key)
+		}
+		e.mu.Unlock()
+		seen, requeue := false, false
+		for _, v := range held {
+			if written != nil && v.uid == written.GetUID() && v.rv == written.GetResourceVersion() {
+				seen = true
+				requeue = requeue || !quiet
+				continue
+			}
+			requeue = true
+		}
+		if written != nil && !seen {
+			// The event is still to come: expected as before.
+			e.wrote(written, quiet)
+		}
+		return requeue
+	}
 }
 
 // Looking is called by a sync before it reads key's object from the
@@ -175,7 +231,9 @@ func (e *Writes) Newer(key Key, cached *unstructured.Unstructured) *unstructured
 	if behind(cached, x) {
 		return x.obj
 	}
-	delete(e.obj, key)
+	// Caught up, but kept until the write's event ends it (Observe): an
+	// informer updates its cache before it hands the event over, and the
+	// event, found unexpected, would sync the resource again.
 	return nil
 }
 
@@ -204,7 +262,25 @@ func behind(cached *unstructured.Unstructured, x expected) bool {
 // a quiet write of stencil's returned (WroteQuiet), that no sync looked at
 // the cache for meanwhile (Looking): its event shows nothing that the sync
 // which wrote it did not decide from, so it need queue nothing.
+//
+// While a write of the object is on its way (Writing), every event that
+// is not quiet by an earlier write is held, not reported: the watch
+// event of a write can arrive before the write's response does, and only
+// then is it known whether the event was the write's own. The write's
+// done decides and queues what must be.
 func (e *Writes) Observe(obj any) (quiet bool) {
+	defer func() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if quiet || !ok {
+			return
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if w := e.writing[KeyOf(u)]; w != nil {
+			w.held = append(w.held, version{uid: u.GetUID(), rv: u.GetResourceVersion()})
+			quiet = true
+		}
+	}()
 	e.end(obj, func(u *unstructured.Unstructured, x expected) bool {
 		if x.obj == nil {
 			return u.GetUID() != x.deleted

@@ -135,3 +135,57 @@ func TestAQuietWritesOwnEventIsQuiet(t *testing.T) {
 		t.Error("Looking made an expectation")
 	}
 }
+
+// TestAnEventBeforeItsWriteReturnsIsHeld: the watch event of a write
+// can arrive before the write's response. Held while the write is on its
+// way, it is decided when the write returns: the quiet write's own event
+// queues nothing (and nothing is left expected); another writer's
+// version, a write that failed, or a write that is not quiet, queue the
+// resource again.
+func TestAnEventBeforeItsWriteReturnsIsHeld(t *testing.T) {
+	key := KeyOf(deployment("a", "1"))
+	for _, c := range []struct {
+		name    string
+		events  []string
+		written string // "" the write failed
+		quiet   bool
+		requeue bool
+	}{
+		{name: "its own event, quiet", events: []string{"12"}, written: "12", quiet: true},
+		{name: "its own event, not quiet", events: []string{"12"}, written: "12", requeue: true},
+		{name: "another writer's version first", events: []string{"11", "12"}, written: "12", quiet: true, requeue: true},
+		{name: "the write failed", events: []string{"11"}, requeue: true},
+		{name: "no event yet", written: "12", quiet: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := New()
+			done := w.Writing(key)
+			for _, rv := range c.events {
+				if !w.Observe(deployment("a", rv)) {
+					t.Errorf("the event at %s, while a write was on its way, was not held", rv)
+				}
+			}
+			var written *unstructured.Unstructured
+			if c.written != "" {
+				written = deployment("a", c.written)
+			}
+			if got := done(written, c.quiet); got != c.requeue {
+				t.Errorf("done: requeue %v, want %v", got, c.requeue)
+			}
+			// Once the write returned, its event, if still to come, is
+			// expected as before: quiet when the write was.
+			seen := len(c.events) > 0 && c.events[len(c.events)-1] == c.written
+			if c.written != "" && !seen {
+				if got := w.Observe(deployment("a", c.written)); got != c.quiet {
+					t.Errorf("the write's event after it returned: quiet %v, want %v", got, c.quiet)
+				}
+			}
+			if seen && w.Newer(key, deployment("a", "11")) != nil {
+				t.Error("a write whose event was seen is still expected")
+			}
+			if len(w.writing) != 0 {
+				t.Errorf("%d writes still on their way", len(w.writing))
+			}
+		})
+	}
+}

@@ -101,6 +101,9 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 
 	cond := readyCondition(status, out, gen)
 	conds := Conditions(status)
+	// A Deployed condition and no Ready: helm-operator's status, the
+	// release stencil is taking over.
+	takeover := meta.FindStatusCondition(conds, contract.ConditionReady) == nil
 	meta.SetStatusCondition(&conds, cond)
 	// A child that failed (a rollout past its progress deadline, a Job
 	// out of retries) waits for a person, as a rejected child does:
@@ -109,7 +112,7 @@ func Desired(parent *unstructured.Unstructured, out Outcome) map[string]any {
 	// recovers.
 	setProgress(&conds, cond, out.Stalled || cond.Reason == ReasonChildFailed)
 	if out.Release != nil && out.FailReason == "" {
-		setDeployed(&conds, out.Release, gen)
+		setDeployed(&conds, out.Release, gen, takeover)
 	}
 	if out.Fighting != "" {
 		meta.SetStatusCondition(&conds, metav1.Condition{
@@ -397,6 +400,10 @@ type Release struct {
 const (
 	ReasonInstallSuccessful = "InstallSuccessful"
 	ReasonUpgradeSuccessful = "UpgradeSuccessful"
+	// ReasonTakeoverSuccessful is stencil's own: the release helm-operator
+	// had deployed, served by stencil from its first sync on, its objects
+	// kept in place (stencil's labels added), not upgraded.
+	ReasonTakeoverSuccessful = "TakeoverSuccessful"
 )
 
 // maxMessage bounds a condition's message (the API's limit is 32768).
@@ -405,17 +412,26 @@ const maxMessage = 32768
 // setDeployed sets helm-operator's Deployed condition for a chart entry
 // whose children were all applied: InstallSuccessful the first time,
 // UpgradeSuccessful once a later sync changed a child, and as it was
-// otherwise, so that a converged resource's status does not change.
-func setDeployed(conds *[]metav1.Condition, rel *Release, gen int64) {
+// otherwise, so that a converged resource's status does not change. The
+// first sync of a release helm-operator deployed (takeover: its Deployed
+// condition, no Ready of stencil's) is TakeoverSuccessful, whatever it
+// changed: stamping stencil's labels on the objects is no upgrade.
+func setDeployed(conds *[]metav1.Condition, rel *Release, gen int64, takeover bool) {
 	reason := ReasonInstallSuccessful
 	msg := "release was successfully installed"
 	if prev := meta.FindStatusCondition(*conds, contract.ConditionDeployed); prev != nil && prev.Status == metav1.ConditionTrue {
 		reason = prev.Reason
-		if rel.Changed {
+		switch {
+		case takeover:
+			reason = ReasonTakeoverSuccessful
+		case rel.Changed:
 			reason = ReasonUpgradeSuccessful
 		}
-		if reason == ReasonUpgradeSuccessful {
+		switch reason {
+		case ReasonUpgradeSuccessful:
 			msg = "release was successfully upgraded"
+		case ReasonTakeoverSuccessful:
+			msg = "release taken over from helm-operator: its objects kept in place"
 		}
 	}
 	if rel.Notes != "" {
