@@ -21,13 +21,12 @@ import (
 
 // Writing as the entry's identity (config.Identity, shared/DESIGN.md
 // "Writing as the tenant"). A pass resolves the identity once, for its
-// resource's namespace (writeAs): every create, apply, dry run and prune
-// of the pass goes through the one ChildWriter that impersonates it
-// (identityWriter), and
-// the status patch and events through stencil's own Writer. The API
-// server then checks each child write against the identity's RBAC; a
-// refusal is the resource's failure (Forbidden), never a write as stencil
-// instead.
+// resource's namespace (userOf, writeAs): every create, apply, dry run and
+// prune of the pass goes through the one ChildWriter that impersonates it
+// (identityWriter), and the status patch and events through stencil's own
+// Writer. The API server then checks each child write against the
+// identity's RBAC; a refusal is the resource's failure (Forbidden), never a
+// write as stencil instead.
 
 // serviceAccounts is the resource of an identity's account.
 var serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
