@@ -139,6 +139,9 @@ type Resource struct {
 	// Reads are the objects the entry's templates may read without owning
 	// them (reads.go); nothing else is readable.
 	Reads []Read `json:"reads,omitempty"`
+	// Identity, when set, is the account every child of the entry is
+	// written as (identity.go); nil writes as stencil's own account.
+	Identity *Identity `json:"identity,omitempty"`
 }
 
 // Values are an entry's overrideValues: --set paths to scalars, kept as

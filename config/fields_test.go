@@ -37,6 +37,7 @@ resources:
       - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding}
       - {apiVersion: cert-manager.io/v1, kind: Certificate, resource: certificates}
     allowPermissionGrants: true
+    identity: {tenant: builder}
     rollout: {maxInFlight: 3, maxFailed: "10%"}
     renderBudget: {steps: 3000000, stringBytes: 4194304, listItems: 100000, includeDepth: 100, timeoutSeconds: 5, memoryMiB: 512, resultNodes: 50000}
   - group: charts.example.com
@@ -50,6 +51,7 @@ resources:
       image.repository: $STENCIL_TEST_REPO
       image.tag: a$b$
     tenantTemplates: true
+    identity: {serviceAccount: hello-writer, namespace: stencil-system}
 `
 
 // TestEveryDocumentedField decodes a config that sets every documented
@@ -81,6 +83,7 @@ func TestEveryDocumentedField(t *testing.T) {
 			{APIVersion: "cert-manager.io/v1", Kind: "Certificate", Resource: "certificates"},
 		},
 		AllowPermissionGrants: true,
+		Identity:              &Identity{Tenant: "builder"},
 		Rollout:               &Rollout{MaxInFlight: &three, MaxFailed: &tenPct},
 		RenderBudget:          &DefaultRenderBudget,
 	}, {
@@ -92,6 +95,7 @@ func TestEveryDocumentedField(t *testing.T) {
 			"image.repository": "$STENCIL_TEST_REPO", "image.tag": "a$b$",
 		},
 		TenantTemplates: true,
+		Identity:        &Identity{ServiceAccount: "hello-writer", Namespace: "stencil-system"},
 	}}
 	if !reflect.DeepEqual(cfg.Resources, want) {
 		t.Errorf("decoded\n%s\nwant\n%s", asJSON(cfg.Resources), asJSON(want))
@@ -105,7 +109,8 @@ func asJSON(v any) string {
 }
 
 // TestEveryWatchesField reads a watches.yaml that sets every field
-// helm-operator documents into the chart entry it means.
+// helm-operator documents, and stencil's identity extension, into the
+// chart entry it means.
 func TestEveryWatchesField(t *testing.T) {
 	chart, _ := filepath.Abs(filepath.Join("..", "crds", "charts", "hello"))
 	path := filepath.Join(t.TempDir(), "watches.yaml")
@@ -121,6 +126,7 @@ func TestEveryWatchesField(t *testing.T) {
   watchDependentResources: false
   reconcilePeriod: 1m
   maxConcurrentReconciles: 4
+  identity: {tenant: builder}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +138,7 @@ func TestEveryWatchesField(t *testing.T) {
 		Group: "charts.example.com", Version: "v1", Resource: "hellos", Chart: chart,
 		OverrideValues: map[string]string{"image.repository": "$STENCIL_TEST_REPO", "replicaCount": "2"},
 		Selector:       "!legacy,tier=web",
+		Identity:       &Identity{Tenant: "builder"},
 	}}
 	if !reflect.DeepEqual(cfg.Resources, want) {
 		t.Errorf("read\n%s\nwant\n%s", asJSON(cfg.Resources), asJSON(want))

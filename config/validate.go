@@ -105,6 +105,7 @@ func validateEntry(c *Config, i int, seen map[schema.GroupResource]int, skip, se
 	errs = append(errs, validateSelector(r.Selector, p.Child("selector"), skip)...)
 	errs = append(errs, validateAPI(r, p, skip)...)
 	errs = append(errs, validateReads(c, r.Reads, p.Child("reads"), skip)...)
+	errs = append(errs, validateIdentity(r.Identity, p.Child("identity"), skip)...)
 	return append(errs, validateNamespaces(r.Namespaces, p.Child("namespaces"), skip)...)
 }
 

@@ -35,6 +35,10 @@ type Watch struct {
 	WatchDependentResources *bool            `json:"watchDependentResources,omitempty"`
 	ReconcilePeriod         *metav1.Duration `json:"reconcilePeriod,omitempty"`
 	MaxConcurrentReconciles *int             `json:"maxConcurrentReconciles,omitempty"`
+	// Identity is stencil's extension of the watches file: the account
+	// the children are written as, as an entry's identity in a config
+	// file. helm-operator ignores it.
+	Identity *Identity `json:"identity,omitempty"`
 }
 
 // PluralResolver finds the resource (plural) that serves a kind, through
@@ -99,6 +103,7 @@ func (w Watch) resource(snap *Snapshot, p *field.Path, resolve PluralResolver) (
 	if w.Chart != "" {
 		r.Chart = snap.Charts[w.Chart]
 	}
+	r.Identity = w.Identity
 	if len(w.OverrideValues) > 0 {
 		r.OverrideValues = Values(maps.Clone(w.OverrideValues))
 	}

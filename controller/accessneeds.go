@@ -27,10 +27,12 @@ type access struct {
 	group, resource, namespace, name, verb string
 }
 
-// accesses expands grants into single accesses.
+// accesses expands stencil's own grants into single accesses: what an
+// identity holds (install.IdentityRoles) is the platform's to bind, not
+// stencil's to have.
 func accesses(grants []install.Grant) []access {
 	var out []access
-	for _, g := range grants {
+	for _, g := range install.Own(grants) {
 		names := g.Names
 		if len(names) == 0 {
 			names = []string{""}

@@ -6,7 +6,9 @@ package controller
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"stencil.dev/stencil/config"
 )
@@ -53,6 +57,57 @@ func NewClients(rc *rest.Config) (Clients, error) {
 		return c, fmt.Errorf("building discovery client: %w", err)
 	}
 	c.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	return c, nil
+}
+
+// Impersonators are the clients that write children as the entries'
+// identities (config.Identity): one dynamic client per user, built at its
+// first use and shared by every write as that user. They share one HTTP
+// client (connections, TLS, the write gate of rc's transport) and one rate
+// limiter, and differ only in the Impersonate-User header their transport
+// adds: impersonation costs no request of its own, and a thousand tenants
+// cost a thousand small structs, not a thousand connections.
+type Impersonators struct {
+	base *rest.Config
+	http *http.Client
+
+	mu      sync.Mutex
+	clients map[string]dynamic.Interface
+}
+
+// NewImpersonators builds the impersonating clients of rc (its transport
+// wrappers, the write gate among them, included); rc is not changed.
+func NewImpersonators(rc *rest.Config) (*Impersonators, error) {
+	rc = rest.CopyConfig(rc)
+	if rc.RateLimiter == nil {
+		qps, burst := rc.QPS, rc.Burst
+		if qps == 0 {
+			qps, burst = rest.DefaultQPS, rest.DefaultBurst
+		}
+		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("building the impersonating clients' transport: %w", err)
+	}
+	return &Impersonators{base: rc, http: hc, clients: map[string]dynamic.Interface{}}, nil
+}
+
+// Client returns the dynamic client that impersonates user, as
+// rest.Config.Impersonate.UserName would, building it at its first use.
+func (im *Impersonators) Client(user string) (dynamic.Interface, error) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if c, ok := im.clients[user]; ok {
+		return c, nil
+	}
+	hc := &http.Client{Timeout: im.http.Timeout,
+		Transport: transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{UserName: user}, im.http.Transport)}
+	c, err := dynamic.NewForConfigAndClient(im.base, hc)
+	if err != nil {
+		return nil, fmt.Errorf("building the client that impersonates %s: %w", user, err)
+	}
+	im.clients[user] = c
 	return c, nil
 }
 

@@ -33,6 +33,7 @@ import (
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/ha"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/transform"
 	"stencil.dev/stencil/controller/registry"
@@ -65,8 +66,13 @@ type Options struct {
 	Config *config.Config
 	// Sets holds the parsed templates, one per Config.Resources entry, in order.
 	Sets []*templates.Set
-	// Dynamic reads and writes custom resources and children.
+	// Dynamic reads and writes custom resources and children (the
+	// children of an entry without identity).
 	Dynamic dynamic.Interface
+	// Impersonate returns the client that writes children as a user, an
+	// entry's identity (Impersonators.Client); nil: an entry with an
+	// identity writes nothing.
+	Impersonate func(user string) (dynamic.Interface, error)
 	// Metadata, when set, caches the names of every object of the child
 	// kinds, so that creating a child needs no read (see liveChild); nil
 	// reads the object on a cache miss instead.
@@ -255,6 +261,12 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: contract.FieldManager})
 	}
 
+	// What a tenant names is read as the entry's identity only when an
+	// access review allows it; without Kube (unit tests), never.
+	var authorize reads.Authorize
+	if opts.Kube != nil {
+		authorize = reads.NewReviews(opts.Kube.AuthorizationV1().SubjectAccessReviews()).Allowed
+	}
 	reg, rec, err := reconcile.Wire(ctx, registry.Options{
 		Dynamic: opts.Dynamic, Metadata: opts.Metadata, Mapper: opts.Mapper,
 		Namespace: opts.Namespace, CacheSyncTimeout: opts.CacheSyncTimeout,
@@ -269,7 +281,7 @@ func New(ctx context.Context, opts Options) (*Controller, error) {
 			ChildKindsResolved: func() { c.EnqueueAll() },
 		},
 	}, reconcile.Options{
-		Dynamic: opts.Dynamic, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
+		Dynamic: opts.Dynamic, Impersonate: opts.Impersonate, Authorize: authorize, Recorder: c.recorder, Metrics: opts.Metrics.reconcile,
 		Enqueue: c.queue.Add, MayWrite: c.mayWrite,
 		FightBurst: opts.FightBurst, FightInterval: opts.FightInterval,
 		ConflictRecheck: opts.ConflictRecheck, FirstStatusDelay: opts.FirstStatusDelay,

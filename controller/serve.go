@@ -137,5 +137,10 @@ func newForConfig(ctx context.Context, rc *rest.Config, opts Options) (*Controll
 		return nil, fmt.Errorf("building typed clients: %w", err)
 	}
 	opts.Dynamic, opts.Metadata, opts.Kube, opts.Mapper, opts.WriteGate = cl.Dynamic, cl.Metadata, kube, cl.Mapper, gate
+	imp, err := NewImpersonators(rc)
+	if err != nil {
+		return nil, err
+	}
+	opts.Impersonate = imp.Client
 	return New(ctx, opts)
 }

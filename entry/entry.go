@@ -146,8 +146,14 @@ func Warnings(entries []*Entry) []string {
 	for _, e := range entries {
 		for j, k := range e.Children {
 			if config.GrantsPermissions(k.GVK().GroupKind()) {
-				out = append(out, fmt.Sprintf("%s: %s: children[%d]: %s grants permissions: whoever may create a %s can grant, through stencil, what stencil's own Role allows (allowPermissionGrants: true)",
-					e.File, e.Label, j, k.GVK().GroupKind(), e.Resource.Resource))
+				// With an identity, the API server's escalation check is
+				// made as the identity, not as stencil.
+				whose := "stencil's own Role allows"
+				if e.Identity != nil {
+					whose = "the identity's role allows (" + e.Identity.String() + ")"
+				}
+				out = append(out, fmt.Sprintf("%s: %s: children[%d]: %s grants permissions: whoever may create a %s can grant, through stencil, what %s (allowPermissionGrants: true)",
+					e.File, e.Label, j, k.GVK().GroupKind(), e.Resource.Resource, whose))
 			}
 		}
 		for _, note := range e.SchemaNotes {

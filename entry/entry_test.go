@@ -148,6 +148,11 @@ func TestWarnings(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings\n%q\nwant\n%q", got, want)
 	}
+	// With an identity, what is granted is bounded by the identity's role.
+	e.Identity, e.SchemaNotes = &config.Identity{Tenant: "builder"}, nil
+	if got := Warnings([]*Entry{e}); len(got) != 1 || !strings.HasSuffix(got[0], "what the identity's role allows (tenant builder) (allowPermissionGrants: true)") {
+		t.Errorf("warnings with an identity %q", got)
+	}
 }
 
 // overrideValues expand $VAR from the environment, helm-operator's idiom

@@ -68,6 +68,9 @@ type Options struct {
 	Monitoring bool
 	// Role are the run flags that need more rules.
 	Role RoleOptions
+	// DefaultIdentity, when set, runs stencil with --default-identity
+	// (the entries were compiled with it, so the roles match).
+	DefaultIdentity *config.Identity
 }
 
 // Manifests returns the objects that run stencil with cfg (its entries
@@ -86,6 +89,10 @@ func Manifests(cfg *config.Config, entries []*entry.Entry, o Options) ([]map[str
 		return nil, err
 	}
 	role.Labels = labels(nil)
+	identities, err := IdentityRoles("stencil", entries, o.Role)
+	if err != nil {
+		return nil, err
+	}
 	lease := LeaseRole("stencil-leader-election")
 	lease.Namespace, lease.Labels = o.Namespace, labels(nil)
 	crds, err := entry.CRDObjects(entries)
@@ -100,7 +107,14 @@ func Manifests(cfg *config.Config, entries []*entry.Entry, o Options) ([]map[str
 	for _, crd := range crds {
 		objs = append(objs, crd.Object)
 	}
-	objs = append(objs, role, clusterRoleBinding(o.Namespace), lease, roleBinding(o.Namespace),
+	objs = append(objs, role, clusterRoleBinding(o.Namespace))
+	// The roles of the entries' identities, unbound: binding one to its
+	// account is the platform's decision, per tenant namespace.
+	for _, r := range identities {
+		r.Labels = labels(nil)
+		objs = append(objs, r)
+	}
+	objs = append(objs, lease, roleBinding(o.Namespace),
 		metricsService(o.Namespace), deployment(o, cms), podDisruptionBudget(o))
 	if o.Monitoring {
 		for _, name := range []string{"servicemonitor.yaml", "prometheusrule.yaml"} {
@@ -397,6 +411,9 @@ func deployment(o Options, cms []*configMap) *appsv1.Deployment {
 	}
 	if o.Role.MetricsSecure {
 		args = append(args, "--metrics-secure")
+	}
+	if id := o.DefaultIdentity; id != nil {
+		args = append(args, "--default-identity=tenant:"+id.Tenant)
 	}
 	args = append(args, "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081")
 	var sources []corev1.VolumeProjection

@@ -28,7 +28,7 @@ import (
 
 // VerbOrder is the order verbs appear in a rule, the order kubectl prints
 // them; a reload's refusal lists the verbs it lacks in the same order.
-var VerbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+var VerbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete", "impersonate"}
 
 // The verbs stencil needs on what a config names. Grants hands them to
 // both the ClusterRole and a reload's access check (package controller),
@@ -47,6 +47,13 @@ var (
 	// informers, create and patch for server-side apply (which creates),
 	// delete for pruning. No update: stencil never PUTs a child.
 	ChildVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
+	// ChildWriteVerbs are the verbs of ChildVerbs that write: what an
+	// entry's identity holds on its child kinds instead of stencil.
+	ChildWriteVerbs = []string{"create", "patch", "delete"}
+	// IdentityVerbs are what stencil needs on an identity's
+	// ServiceAccount, by name: get (it must exist before anything is
+	// written as it) and impersonate.
+	IdentityVerbs = []string{"get", "impersonate"}
 	// ReadVerbs are what a read needs: its informer's list and watch, and get.
 	ReadVerbs = []string{"get", "list", "watch"}
 )
@@ -90,6 +97,10 @@ type Grant struct {
 	// when stencil uses it nowhere (run --namespace outside the namespaces
 	// its entries list).
 	Namespaces []string
+	// Holder is who needs it: "" for stencil's own account, else an
+	// entry's identity as config.Identity.String names it ("tenant
+	// builder"), whose role the platform binds (IdentityRoles).
+	Holder string
 	// apart makes it a rule of its own, after the config's: what a run
 	// flag adds.
 	apart bool
@@ -99,7 +110,11 @@ type Grant struct {
 // every configured resource, merge-patch its status, apply and prune each
 // entry's child kinds, read what the entries read (one name where fixed),
 // watch the CRDs, record events, and (for a ring) list the namespaces;
-// o adds what run flags need. A kind whose resource (plural) is not known
+// o adds what run flags need. An entry with an identity moves the writes
+// of its children (and the owner's finalizers they need) to the identity
+// (Grant.Holder), and gives stencil get and impersonate on exactly the
+// account it names: stencil keeps only get, list and watch on that
+// entry's child kinds. A kind whose resource (plural) is not known
 // (not built in, not named by the config, and not resolved by o.Resolve)
 // is an error naming the entry: a guessed plural would yield a role that
 // silently lacks a permission. Every grant is returned with the errors.
@@ -137,11 +152,17 @@ func Grants(entries []*entry.Entry, o RoleOptions) ([]Grant, error) {
 		add(e.Group, e.Resource.Resource+"/status", StatusVerbs, entryNS[i])
 		// Children carry blockOwnerDeletion: true. Where the
 		// OwnerReferencesPermissionEnforcement admission plugin is on
-		// (OpenShift), setting it needs update on the owner's finalizers.
-		add(e.Group, e.Resource.Resource+"/finalizers", []string{"update"}, entryNS[i])
+		// (OpenShift), setting it needs update on the owner's finalizers:
+		// whoever writes the children needs it.
+		finalizers := Grant{Group: e.Group, Resource: e.Resource.Resource + "/finalizers", Verbs: []string{"update"}, Namespaces: where(entryNS[i])}
+		if id := e.Identity; id != nil {
+			finalizers.Holder = id.String()
+			grants = append(grants, identityGrant(id, entryNS[i]))
+		}
+		grants = append(grants, finalizers)
 	}
 	var errs []error
-	for _, e := range entries {
+	for i, e := range entries {
 		for _, k := range e.ChildGVKs() {
 			res, ok := e.ChildResource(k)
 			if !ok && o.Resolve != nil {
@@ -154,7 +175,14 @@ func Grants(entries []*entry.Entry, o RoleOptions) ([]Grant, error) {
 					e.File, e.Label, k))
 				continue
 			}
-			add(res.Group, res.Resource, ChildVerbs, served)
+			if e.Identity == nil {
+				add(res.Group, res.Resource, ChildVerbs, served)
+				continue
+			}
+			// Stencil's informers and reads; the identity's writes.
+			add(res.Group, res.Resource, ReadVerbs, served)
+			grants = append(grants, Grant{Group: res.Group, Resource: res.Resource, Verbs: slices.Clone(ChildWriteVerbs),
+				Namespaces: where(entryNS[i]), Holder: e.Identity.String()})
 		}
 	}
 	reads, err := readGrants(entries, entryNS, o.Resolve)
@@ -181,6 +209,23 @@ func Grants(entries []*entry.Entry, o RoleOptions) ([]Grant, error) {
 			Grant{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verbs: []string{"create"}, Namespaces: cluster, apart: true})
 	}
 	return grants, errors.Join(errs...)
+}
+
+// identityGrant is what stencil needs to write as id for an entry whose
+// resources live in namespaces: get and impersonate on the account id
+// names, in its namespace (tenant: the resources' namespaces).
+func identityGrant(id *config.Identity, namespaces []string) Grant {
+	ns, name := id.Account(metav1.NamespaceAll)
+	if id.Tenant == "" {
+		namespaces = []string{ns}
+	}
+	return Grant{Resource: "serviceaccounts", Names: []string{name}, Verbs: slices.Clone(IdentityVerbs), Namespaces: where(namespaces)}
+}
+
+// Own returns the grants stencil's own account holds (Holder ""): what
+// its ClusterRole folds and a reload asks for.
+func Own(grants []Grant) []Grant {
+	return slices.DeleteFunc(slices.Clone(grants), func(g Grant) bool { return g.Holder != "" })
 }
 
 // where sorts and deduplicates namespaces; every namespace ("") includes
@@ -211,9 +256,49 @@ func ClusterRole(name string, entries []*entry.Entry, o RoleOptions) (*rbacv1.Cl
 			Name:   name,
 			Labels: map[string]string{"app.kubernetes.io/name": "stencil"},
 		},
-		Rules: Rules(grants),
+		Rules: Rules(Own(grants)),
 	}, nil
 }
+
+// IdentityRoles returns, for each identity the entries name, the
+// ClusterRole the platform binds to its account (sorted by identity):
+// create, patch and delete on the child kinds of its entries, and update
+// on their resources' finalizers, which the API server's
+// OwnerReferencesPermissionEnforcement admission requires of whoever sets
+// blockOwnerDeletion. A tenant's role is bound in each tenant namespace
+// (a RoleBinding to the ClusterRole); a fixed account's, where its
+// entries' resources live. Each is named prefix-identity-<identity>. They
+// come from Grants, as stencil's own role does.
+func IdentityRoles(prefix string, entries []*entry.Entry, o RoleOptions) ([]*rbacv1.ClusterRole, error) {
+	grants, err := Grants(entries, o)
+	if err != nil {
+		return nil, err
+	}
+	byHolder := map[string][]Grant{}
+	for _, g := range grants {
+		if g.Holder != "" {
+			byHolder[g.Holder] = append(byHolder[g.Holder], g)
+		}
+	}
+	var roles []*rbacv1.ClusterRole
+	slug := strings.NewReplacer(" ", "-", "/", "-")
+	for _, holder := range slices.Sorted(maps.Keys(byHolder)) {
+		roles = append(roles, &rbacv1.ClusterRole{
+			TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        prefix + "-identity-" + strings.ToLower(slug.Replace(holder)),
+				Labels:      map[string]string{"app.kubernetes.io/name": "stencil"},
+				Annotations: map[string]string{IdentityAnnotation: holder},
+			},
+			Rules: Rules(byHolder[holder]),
+		})
+	}
+	return roles, nil
+}
+
+// IdentityAnnotation, on a role IdentityRoles returns, names the identity
+// to bind it to, as the config does ("tenant builder").
+const IdentityAnnotation = "stencil.dev/identity"
 
 // Rules folds grants into a role's rules, cluster-wide: where each is used
 // does not matter to a ClusterRole.
@@ -337,7 +422,8 @@ func crdGrant(entries []*entry.Entry) *Grant {
 }
 
 // readGrants grants ReadVerbs on each kind the entries read by a computed
-// name or a selector, where the reading entry's resources live (entryNS,
+// name or a selector (and, for an entry with an identity, get or list to
+// the identity, and access reviews to stencil), where the reading entry's resources live (entryNS,
 // by entry), and on the object alone for a fixed read, since stencil
 // watches it by name: in the namespace the platform fixed, else where the
 // entry's resources live. resolve is RoleOptions.Resolve.
@@ -348,6 +434,7 @@ func readGrants(entries []*entry.Entry, entryNS [][]string, resolve func(schema.
 	}
 	var grants []Grant
 	var errs []error
+	reviews := false
 	for i, e := range entries {
 		for j, rd := range e.Reads {
 			res, ok := config.ReadResource(rd, served)
@@ -362,6 +449,18 @@ func readGrants(entries []*entry.Entry, entryNS [][]string, resolve func(schema.
 				continue
 			}
 			g := Grant{Group: res.Group, Resource: res.Resource, Verbs: slices.Clone(ReadVerbs), Namespaces: where(entryNS[i])}
+			if e.Identity != nil && !rd.Fixed() {
+				// What the tenant names is read only when the identity
+				// may: it gets (a name) or lists (a selector) it itself,
+				// and stencil asks the API server (an access review).
+				verb := "get"
+				if rd.Selector != nil {
+					verb = "list"
+				}
+				reviews = true
+				grants = append(grants, Grant{Group: res.Group, Resource: res.Resource, Verbs: []string{verb},
+					Namespaces: where(entryNS[i]), Holder: e.Identity.String()})
+			}
 			if rd.Fixed() {
 				g.Names = []string{rd.ObjectName}
 				if rd.Namespace != "" && len(g.Namespaces) > 0 {
@@ -372,6 +471,10 @@ func readGrants(entries []*entry.Entry, entryNS [][]string, resolve func(schema.
 			}
 			grants = append(grants, g)
 		}
+	}
+	if reviews {
+		grants = append(grants, Grant{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verbs: []string{"create"},
+			Namespaces: []string{metav1.NamespaceAll}})
 	}
 	return grants, errors.Join(errs...)
 }

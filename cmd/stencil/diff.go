@@ -10,10 +10,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/plan"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
@@ -74,8 +76,21 @@ func diffCommand(args []string, stdout, stderr io.Writer) int {
 	// The controller's Sync runs here: what it logs at Info level is the
 	// controller's story, not the plan's (-v 2 shows it).
 	ctx = klog.NewContext(ctx, klog.Background().V(2))
+	// Entries with an identity are dry-run as it: the plan shows what
+	// the identity would be refused (this user needs impersonate on it).
+	imp, err := controller.NewImpersonators(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
+		return exitUsage
+	}
+	authz, err := authorizationv1.NewForConfig(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil diff: %v\n", err)
+		return exitUsage
+	}
 	d := &plan.Planner{
-		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper,
+		Config: cfg, Sets: sets, Dynamic: cl.Dynamic, Metadata: cl.Metadata, Mapper: cl.Mapper, Impersonate: imp.Client,
+		Authorize: reads.NewReviews(authz.SubjectAccessReviews()).Allowed,
 		Namespace: *namespace, Workers: *workers, Warn: stderr, ManageCRDs: *manageCRDs,
 	}
 	if isTerminal(stderr) {

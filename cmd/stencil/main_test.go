@@ -100,7 +100,7 @@ func TestValidatePrintsEveryError(t *testing.T) {
 `)
 	r := stencil(t, "", "validate", "--config", cfg)
 	r.expect(t, 2, nil, []string{
-		cfg + `: resources[0] (WebApps.v1.apps.example.com): extra: unknown field "extra"` + " (known: group, version, resource, templates, statusTemplate, helpers, namespaces, selector, children, allowPermissionGrants, rollout, renderBudget, chart, overrideValues, tenantTemplates, kind, shortNames, categories, schema, reads)\n" +
+		cfg + `: resources[0] (WebApps.v1.apps.example.com): extra: unknown field "extra"` + " (known: group, version, resource, templates, statusTemplate, helpers, namespaces, selector, children, allowPermissionGrants, rollout, renderBudget, chart, overrideValues, tenantTemplates, kind, shortNames, categories, schema, reads, identity)\n" +
 			cfg + `: resources[0] (WebApps.v1.apps.example.com): resource: "WebApps": resource must be the lowercase plural as in the CRD, e.g. webapps` + "\n" +
 			cfg + `: resources[0] (WebApps.v1.apps.example.com): templates[1]: gone.tmpl: no such file (looked for ` + filepath.Join(dir, "gone.tmpl") + ")\n" +
 			cfg + `: resources[1] (things.v1.apps.example.com): namespaces[0]: "Bad_NS" is not a valid namespace name`,

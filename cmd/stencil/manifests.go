@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/install"
 	"stencil.dev/stencil/templates"
@@ -26,7 +27,7 @@ func defaultImage() string {
 }
 
 func manifestsCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("manifests", "--config FILE [--image I] [--namespace NS] [--ring N] [--monitoring] [--manage-crds]")
+	fs := newFlagSet("manifests", "--config FILE [--image I] [--namespace NS] [--ring N] [--monitoring] [--manage-crds] [--default-identity tenant:NAME]")
 	cfgPath := fs.String("config", "stencil.yaml", "config `file`: it and every file it names are put in ConfigMaps")
 	var o install.Options
 	fs.StringVar(&o.Image, "image", defaultImage(), "stencil's container `image`")
@@ -35,6 +36,11 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Monitoring, "monitoring", false, "add the ServiceMonitor and PrometheusRule (Prometheus Operator)")
 	fs.BoolVar(&o.Role.ManageCRDs, "manage-crds", false, "run with --manage-crds, and grant what it needs")
 	fs.BoolVar(&o.Role.MetricsSecure, "metrics-secure", false, "run with --metrics-secure (HTTPS, callers authorised by the API server), and grant the reviews it asks for")
+	fs.Func("default-identity", "`tenant:NAME`: run with --default-identity, and print the roles it needs", func(v string) error {
+		id, err := config.ParseDefaultIdentity(v)
+		o.DefaultIdentity = id
+		return err
+	})
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -46,7 +52,7 @@ func manifestsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stencil manifests: --namespace %q: %s\n", o.Namespace, strings.Join(errs, "; "))
 		return exitUsage
 	}
-	cfg, sets, err := reload.Load(*cfgPath)
+	cfg, sets, err := reload.Source{Path: *cfgPath, DefaultIdentity: o.DefaultIdentity}.Load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage

@@ -278,14 +278,25 @@ func rbacCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	cr, err := install.ClusterRole(*name, templates.Entries(sets), install.RoleOptions{ManageCRDs: *manageCRDs, MetricsSecure: *metricsSecure})
+	ro := install.RoleOptions{ManageCRDs: *manageCRDs, MetricsSecure: *metricsSecure}
+	cr, err := install.ClusterRole(*name, templates.Entries(sets), ro)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	identities, err := install.IdentityRoles(*name, templates.Entries(sets), ro)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	// The Role for the Lease, to create in the namespace stencil runs in,
-	// follows the ClusterRole.
-	if err := writeYAML(&documents{w: stdout}, []any{cr, install.LeaseRole(*name + "-leader-election")}, unbounded); err != nil {
+	// follows the ClusterRole; then the role of each identity, for the
+	// platform to bind to its account.
+	objs := []any{cr, install.LeaseRole(*name + "-leader-election")}
+	for _, r := range identities {
+		objs = append(objs, r)
+	}
+	if err := writeYAML(&documents{w: stdout}, objs, unbounded); err != nil {
 		fmt.Fprintf(stderr, "stencil rbac: %v\n", err)
 		return exitFailed
 	}

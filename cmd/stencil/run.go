@@ -52,7 +52,7 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, status int, don
 	hidden := map[string]bool{}
 	var helpAll bool
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--manage-crds] [--metrics-bind-address :8080] [--health-probe-bind-address :8081] [--resync 10m] [--config-poll 5s] [--logging-format text|json] [-v N]")
+		fmt.Fprintln(fs.Output(), "usage: stencil run --config stencil.yaml | --watches watches.yaml [--kubeconfig F] [--namespace NS] [--workers N] [--qps Q --burst B] [--leader-elect | --ring NAME] [--manage-crds] [--default-identity tenant:NAME] [--metrics-bind-address :8080] [--health-probe-bind-address :8081] [--resync 10m] [--config-poll 5s] [--logging-format text|json] [-v N]")
 		printDefaults(fs, hidden)
 	}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses $KUBECONFIG or the in-cluster config")

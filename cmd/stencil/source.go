@@ -19,9 +19,13 @@ import (
 	"stencil.dev/stencil/templates"
 )
 
-// sourceFlags are --config and --watches (exclusive).
+// sourceFlags are --config and --watches (exclusive), and
+// --default-identity, which every command that loads the config applies
+// alike: the role "stencil rbac" prints is the role "stencil run" uses.
 type sourceFlags struct {
 	config, watches *string
+	// defaultIdentity is --default-identity, parsed.
+	defaultIdentity *config.Identity
 	// wall, when set, renders the loaded sets in its workers.
 	wall *renderworker.Pool
 }
@@ -34,6 +38,11 @@ func addSourceFlags(fs *flag.FlagSet, def, configUsage string) *sourceFlags {
 		config:  fs.String("config", def, configUsage),
 		watches: fs.String("watches", "", "helm-operator's watches.yaml `file` instead of --config: chart entries, each kind's plural found through the API server's discovery"),
 	}
+	fs.Func("default-identity", "`tenant:NAME`: write the children of every entry without identity as the ServiceAccount NAME in each custom resource's namespace (impersonated)", func(v string) error {
+		id, err := config.ParseDefaultIdentity(v)
+		s.defaultIdentity = id
+		return err
+	})
 	if fs.Lookup("kubeconfig") == nil {
 		fs.String("kubeconfig", "", "kubeconfig `file` for --watches (discovery); empty uses $KUBECONFIG or the in-cluster config")
 	}
@@ -44,7 +53,7 @@ func addSourceFlags(fs *flag.FlagSet, def, configUsage string) *sourceFlags {
 // templates.LoadAll.
 func (s *sourceFlags) source(fs *flag.FlagSet, opts templates.Options) (reload.Source, error) {
 	if *s.watches == "" {
-		return reload.Source{Path: *s.config, Options: opts, Wall: s.wall}, nil
+		return reload.Source{Path: *s.config, Options: opts, Wall: s.wall, DefaultIdentity: s.defaultIdentity}, nil
 	}
 	if flagSet(fs, "config") {
 		return reload.Source{}, errors.New("--config and --watches are exclusive")
@@ -57,7 +66,8 @@ func (s *sourceFlags) source(fs *flag.FlagSet, opts templates.Options) (reload.S
 	if err != nil {
 		return reload.Source{}, err
 	}
-	return reload.Source{Path: *s.watches, Watches: true, Resolve: controller.DiscoveryResolver(disco), Options: opts, Wall: s.wall}, nil
+	return reload.Source{Path: *s.watches, Watches: true, Resolve: controller.DiscoveryResolver(disco), Options: opts, Wall: s.wall,
+		DefaultIdentity: s.defaultIdentity}, nil
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/reconcile/transform"
@@ -61,6 +62,13 @@ type Planner struct {
 	Dynamic  dynamic.Interface
 	Metadata metadata.Interface
 	Mapper   meta.RESTMapper
+	// Impersonate returns the client that dry-runs as an entry's
+	// identity (controller.Impersonators.Client); nil dry-runs every
+	// write as the plan's own user.
+	Impersonate func(user string) (dynamic.Interface, error)
+	// Authorize reviews a read an identity makes of what a tenant names
+	// (reads.Reviews.Allowed); nil refuses every such read.
+	Authorize reads.Authorize
 	// Namespace, when set, plans that namespace's resources only.
 	Namespace string
 	// ManageCRDs plans the generated CRDs as run --manage-crds applies
@@ -84,7 +92,7 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 	if d.CacheSyncTimeout <= 0 {
 		d.CacheSyncTimeout = 2 * time.Minute
 	}
-	rec := newRecorder(d.Dynamic)
+	rec := newRecorder(d.Dynamic, d.Impersonate)
 	reg, rc, err := reconcile.Wire(ctx, registry.Options{
 		Dynamic: d.Dynamic, Metadata: d.Metadata, Mapper: d.Mapper, Namespace: d.Namespace,
 		Hooks: registry.Hooks{
@@ -96,7 +104,7 @@ func (d *Planner) Run(ctx context.Context) (*Report, error) {
 			},
 		},
 	}, reconcile.Options{
-		Dynamic: d.Dynamic, Writer: rec, Metrics: reconcile.NewMetrics(prometheus.NewRegistry()),
+		Dynamic: d.Dynamic, Writer: rec, Authorize: d.Authorize, Metrics: reconcile.NewMetrics(prometheus.NewRegistry()),
 		Enqueue: func(reconcile.Key) {},
 		// The status a sync would write, written at once: the plan has
 		// no second sync to wait for.

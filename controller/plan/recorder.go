@@ -24,6 +24,9 @@ import (
 // (the live object a change is shown against) are GETs.
 type recorder struct {
 	client dynamic.Interface
+	// impersonate returns the client that dry-runs as an entry's
+	// identity; nil dry-runs every write as the plan's own user.
+	impersonate func(user string) (dynamic.Interface, error)
 
 	mu sync.Mutex
 	// resources names each served entry's resource by its kind, for the
@@ -44,8 +47,8 @@ type diffResult struct {
 	held      []waiting
 }
 
-func newRecorder(client dynamic.Interface) *recorder {
-	return &recorder{client: client, resources: map[schema.GroupKind]string{},
+func newRecorder(client dynamic.Interface, impersonate func(string) (dynamic.Interface, error)) *recorder {
+	return &recorder{client: client, impersonate: impersonate, resources: map[schema.GroupKind]string{},
 		byParent: map[types.UID]*diffResult{}, outcomes: map[reconcile.Key]types.UID{}}
 }
 
@@ -82,8 +85,30 @@ func (r *recorder) result(uid types.UID) *diffResult {
 	return res
 }
 
-// Create implements reconcile.Writer: a dry-run create, recorded.
-func (r *recorder) Create(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// As implements reconcile.Writer: the dry runs of an entry with an
+// identity impersonate it, as the controller's writes do, so that the plan
+// shows what the identity would be refused (Forbidden).
+func (r *recorder) As(user string) (reconcile.ChildWriter, error) {
+	if user == "" || r.impersonate == nil {
+		return childRecorder{recorder: r, client: r.client}, nil
+	}
+	client, err := r.impersonate(user)
+	if err != nil {
+		return nil, fmt.Errorf("dry-running as %s: %w", user, err)
+	}
+	return childRecorder{recorder: r, client: client}, nil
+}
+
+// childRecorder is the recorder's ChildWriter: dry runs through one
+// client (the plan's own, or one impersonating an identity), recorded by
+// the recorder. Live objects are read with the plan's own client.
+type childRecorder struct {
+	*recorder
+	client dynamic.Interface
+}
+
+// Create implements reconcile.ChildWriter: a dry-run create, recorded.
+func (r childRecorder) Create(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	created, err := r.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want,
 		metav1.ApplyOptions{FieldManager: contract.FieldManager, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
@@ -93,13 +118,12 @@ func (r *recorder) Create(ctx context.Context, parent *unstructured.Unstructured
 	return created, nil
 }
 
-// Apply implements reconcile.Writer: a dry-run apply, recorded with the
+// Apply implements reconcile.ChildWriter: a dry-run apply, recorded with the
 // fields it would change. A result that changes nothing carries the live
 // resourceVersion, as the API server's answer to a no-op apply does, so
 // Sync counts the child unchanged.
-func (r *recorder) Apply(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	client := r.client.Resource(gvr).Namespace(want.GetNamespace())
-	live, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
+func (r childRecorder) Apply(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live, err := r.recorder.client.Resource(gvr).Namespace(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading %s/%s: %w", want.GetKind(), want.GetName(), err)
 	}
@@ -122,14 +146,14 @@ func (r *recorder) Apply(ctx context.Context, parent *unstructured.Unstructured,
 	return result, nil
 }
 
-// DryRun implements reconcile.Writer, as the controller's does.
-func (r *recorder) DryRun(ctx context.Context, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// DryRun implements reconcile.ChildWriter, as the controller's does.
+func (r childRecorder) DryRun(ctx context.Context, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return r.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want,
 		metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 }
 
-// Delete implements reconcile.Writer: the prune is recorded.
-func (r *recorder) Delete(_ context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
+// Delete implements reconcile.ChildWriter: the prune is recorded.
+func (r childRecorder) Delete(_ context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
 	kind := child.GetKind()
 	if kind == "" {
 		kind = gvr.Resource

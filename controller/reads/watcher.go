@@ -72,6 +72,10 @@ type Options struct {
 	// or one whose render is resolving its other reads, does not restart
 	// the watch. A swept scope stops within Idle plus sweepEvery.
 	Idle time.Duration
+	// Authorize, for a source of an identity (SourceAs), says whether it
+	// may read what the tenant names (review.go); nil refuses every such
+	// read: never read as stencil instead.
+	Authorize Authorize
 }
 
 // Watcher holds the read informers and the index of readers.
@@ -126,6 +130,7 @@ type scope struct {
 type scoped struct {
 	inf  cache.SharedIndexInformer
 	gvk  schema.GroupVersionKind
+	gvr  schema.GroupVersionResource
 	done chan struct{}
 	// stop ends the informer; lastUsed (under Watcher.mu) is when a sync
 	// last read through it.
@@ -253,15 +258,50 @@ func (w *Watcher) Source(ctx context.Context) templates.ReadSource {
 	return source{w: w, ctx: ctx}
 }
 
+// SourceAs is Source for a resource whose entry writes as user (an
+// identity; "" is Source): a read whose object the tenant names is made
+// only when user may get it (by name) or list it (by selector), as
+// Options.Authorize says. Fixed reads stay stencil's.
+func (w *Watcher) SourceAs(ctx context.Context, user string) templates.ReadSource {
+	return source{w: w, ctx: ctx, as: user}
+}
+
 type source struct {
 	w   *Watcher
 	ctx context.Context
+	// as is the identity a tenant-named read must be allowed to; "" none.
+	as string
+}
+
+// authorize returns a *ForbiddenReadError unless the source's identity
+// may verb what rd names (name "": what a selector matches) in ns, read
+// with sc. Fixed reads, and a source without identity, are stencil's.
+func (s source) authorize(rd config.Read, sc *scoped, verb, ns, name string) error {
+	if s.as == "" || rd.Fixed() {
+		return nil
+	}
+	gvr := sc.gvr
+	refused := &ForbiddenReadError{User: s.as, Verb: verb, Resource: gvr.GroupResource(), Namespace: ns, Name: name}
+	if s.w.opts.Authorize == nil {
+		return refused
+	}
+	ok, err := s.w.opts.Authorize(s.ctx, s.as, verb, gvr, ns, name)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return refused
+	}
+	return nil
 }
 
 // Get implements templates.ReadSource.
 func (s source) Get(rd config.Read, ns, name string) (*unstructured.Unstructured, error) {
 	sc, err := s.w.scopeOf(s.ctx, rd, ns)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(rd, sc, "get", ns, name); err != nil {
 		return nil, err
 	}
 	key := name
@@ -280,6 +320,9 @@ func (s source) Get(rd config.Read, ns, name string) (*unstructured.Unstructured
 func (s source) List(rd config.Read, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	sc, err := s.w.scopeOf(s.ctx, rd, ns)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(rd, sc, "list", ns, ""); err != nil {
 		return nil, err
 	}
 	objs, err := sc.inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
@@ -415,7 +458,7 @@ func describe(sc scope) string {
 // them, for what changed while nothing watched.
 func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind, announce bool) *scoped {
 	ctx, stop := context.WithCancel(w.ctx)
-	s := &scoped{gvk: gvk, done: make(chan struct{}), stop: stop, lastUsed: time.Now()}
+	s := &scoped{gvk: gvk, gvr: sc.gvr, done: make(chan struct{}), stop: stop, lastUsed: time.Now()}
 	tweak := func(lo *metav1.ListOptions) {
 		if sc.name != "" {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", sc.name).String()

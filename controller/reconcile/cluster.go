@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,29 @@ import (
 
 // Writer is how a sync acts on the cluster. Every write names the custom
 // resource it is made for (parent), so a recording writer can report it.
+// Children are written through As, as the entry's identity; the parent's
+// status and events are stencil's own.
 type Writer interface {
+	// As returns the writer of children as user, the identity an entry
+	// names ("system:serviceaccount:NS:NAME"), or as stencil's own account
+	// for "". It makes no request.
+	As(user string) (ChildWriter, error)
+	// PatchStatus merge-patches parent's status subresource.
+	PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) (*unstructured.Unstructured, error)
+	// PatchParent JSON-patches the resource itself (only to release a
+	// finalizer of a controller stencil replaced); the patch's own test
+	// operation makes it fail rather than overwrite a change made since.
+	PatchParent(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) error
+	// Event records an event on parent.
+	Event(parent *unstructured.Unstructured, eventtype, reason, message string)
+	// Synced is told where each sync came to, once per sync that renders
+	// or is held by a rollout, before the status is patched (which sends
+	// only what differs from the live status).
+	Synced(Outcome)
+}
+
+// ChildWriter writes the children of a resource, as one identity.
+type ChildWriter interface {
 	// Create creates a child no object is known to hold the name of: a
 	// server-side apply that is not forced, so that a foreign object of
 	// that name created meanwhile fails it with a conflict.
@@ -41,18 +64,6 @@ type Writer interface {
 	// Delete prunes a child, on the condition that it is still the object
 	// of that UID.
 	Delete(ctx context.Context, parent *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error
-	// PatchStatus merge-patches parent's status subresource.
-	PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) (*unstructured.Unstructured, error)
-	// PatchParent JSON-patches the resource itself (only to release a
-	// finalizer of a controller stencil replaced); the patch's own test
-	// operation makes it fail rather than overwrite a change made since.
-	PatchParent(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, patch []byte) error
-	// Event records an event on parent.
-	Event(parent *unstructured.Unstructured, eventtype, reason, message string)
-	// Synced is told where each sync came to, once per sync that renders
-	// or is held by a rollout, before the status is patched (which sends
-	// only what differs from the live status).
-	Synced(Outcome)
 }
 
 // Outcome is where one sync of a resource came to.
@@ -77,25 +88,50 @@ type Outcome struct {
 type apiWriter struct {
 	client   dynamic.Interface
 	recorder record.EventRecorder
+	// impersonate returns the client that writes as a user; nil: no
+	// identity can be written as.
+	impersonate func(user string) (dynamic.Interface, error)
 }
 
-// Create implements Writer.
-func (w apiWriter) Create(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// As implements Writer: stencil's own client for "", else the shared
+// client that impersonates user. Without one, an entry's identity is an
+// error: never a write as stencil's own account instead.
+func (w apiWriter) As(user string) (ChildWriter, error) {
+	if user == "" {
+		return childWriter{client: w.client}, nil
+	}
+	if w.impersonate == nil {
+		return nil, fmt.Errorf("writing as %s: this stencil has no impersonating client", user)
+	}
+	client, err := w.impersonate(user)
+	if err != nil {
+		return nil, fmt.Errorf("writing as %s: %w", user, err)
+	}
+	return childWriter{client: client}, nil
+}
+
+// childWriter is the controller's ChildWriter, through one client.
+type childWriter struct {
+	client dynamic.Interface
+}
+
+// Create implements ChildWriter.
+func (w childWriter) Create(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return w.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: contract.FieldManager})
 }
 
-// Apply implements Writer.
-func (w apiWriter) Apply(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// Apply implements ChildWriter.
+func (w childWriter) Apply(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return w.client.Resource(gvr).Namespace(want.GetNamespace()).Apply(ctx, want.GetName(), want, metav1.ApplyOptions{FieldManager: contract.FieldManager, Force: true})
 }
 
-// DryRun implements Writer.
-func (w apiWriter) DryRun(ctx context.Context, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// DryRun implements ChildWriter.
+func (w childWriter) DryRun(ctx context.Context, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return dryRunApply(ctx, w.client.Resource(gvr).Namespace(want.GetNamespace()), want)
 }
 
-// Delete implements Writer.
-func (w apiWriter) Delete(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
+// Delete implements ChildWriter.
+func (w childWriter) Delete(ctx context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
 	uid := child.GetUID()
 	return w.client.Resource(gvr).Namespace(child.GetNamespace()).Delete(ctx, child.GetName(),
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})

@@ -17,11 +17,11 @@ import (
 // The dry run: what field ownership cannot tell (drift.Unowned) is asked
 // of the API server itself, and the answer remembered.
 
-// serverAgrees asks the API server, with a dry-run apply that persists
-// nothing, whether applying want to live would change the object. It is
+// serverAgrees asks the API server, with a dry-run apply (through w, as
+// the entry's identity) that persists nothing, whether applying want to live would change the object. It is
 // used only where field ownership cannot tell (a field of the render that no
 // manager holds), and its answer is remembered per resourceVersion.
-func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
+func (c *Reconciler) serverAgrees(ctx context.Context, w ChildWriter, childKind *registry.Child, want, live *unstructured.Unstructured, hash string) bool {
 	version := live.GetResourceVersion() + "/" + hash
 	if c.memory.DryRuns.Has(live.GetUID(), version) {
 		return true
@@ -35,7 +35,7 @@ func (c *Reconciler) serverAgrees(ctx context.Context, childKind *registry.Child
 		klog.FromContext(ctx).V(2).Info("Reading child for a dry run failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)
 		return false
 	}
-	result, err := c.writer.DryRun(ctx, childKind.GVR, want)
+	result, err := w.DryRun(ctx, childKind.GVR, want)
 	if err != nil {
 		// The real apply will meet the same error and report it.
 		klog.FromContext(ctx).V(2).Info("Dry-run apply failed", "kind", want.GetKind(), "child", klog.KObj(want), "err", err)

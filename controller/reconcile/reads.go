@@ -10,6 +10,7 @@ import (
 
 	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/controller/requeue"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -30,7 +31,7 @@ func (c *Reconciler) render(ctx context.Context, p *pass, obj *view.Object, live
 		if c.opts.Reads == nil {
 			return nil, &templates.ReadError{Err: errors.New("no read watcher")}
 		}
-		src = c.opts.Reads.Source(ctx)
+		src = c.opts.Reads.SourceAs(ctx, p.as)
 	}
 	r, found, err := p.entry.Set.RenderReading(obj, src, live, func(found *templates.Reads) {
 		// Indexed before anything renders: the object a required read
@@ -48,6 +49,11 @@ func (c *Reconciler) render(ctx context.Context, p *pass, obj *view.Object, live
 // listed: the kind is not served, or stencil may not list it): transient,
 // reported (ReadFailed), retried with backoff, nothing else written.
 func (c *Reconciler) readFailed(ctx context.Context, p *pass, err *templates.ReadError) error {
+	if errors.As(err.Err, new(*reads.ForbiddenReadError)) {
+		// The identity may not read what the tenant named: nothing of it
+		// was read; looked at again once the review's answer expires.
+		return requeue.After(c.fail(ctx, p, status.ReasonForbidden, fmt.Errorf("reading what %s reads: %w", p.key, err.Err)), reads.ReviewTTL)
+	}
 	return c.fail(ctx, p, status.ReasonReadFailed, fmt.Errorf("reading what %s reads: %w", p.key, err.Err))
 }
 

@@ -38,6 +38,22 @@ type Options struct {
 	// Writer, when set, is how syncs act on the cluster ("stencil diff"
 	// records dry runs); nil writes to the API server through Dynamic.
 	Writer Writer
+	// Impersonate returns the client that writes children as a user (an
+	// entry's identity), built once per user and shared; nil: an entry
+	// with an identity writes nothing (never as stencil instead). Used
+	// only when Writer is nil.
+	Impersonate func(user string) (dynamic.Interface, error)
+	// Authorize says whether an identity may read what a tenant names
+	// (reads.Reviews.Allowed); nil refuses every such read of an entry
+	// with an identity (Wire gives it to the read watcher).
+	Authorize reads.Authorize
+	// IdentityRecheck is how long a write an identity was refused
+	// (Forbidden) is not sent again, the same write of other resources
+	// failing from memory meanwhile, and when the resource is looked at
+	// again; and how often one whose account does not exist
+	// (IdentityNotFound) is (default 20s): RBAC changes send no event
+	// stencil watches.
+	IdentityRecheck time.Duration
 	// Metrics receives the reconciler's metrics.
 	Metrics *Metrics
 	// Reads watches what entries read and who read it (Wire builds it);
@@ -77,6 +93,9 @@ func (o *Options) defaults() {
 	if o.FirstStatusDelay == 0 {
 		o.FirstStatusDelay = 15 * time.Second
 	}
+	if o.IdentityRecheck <= 0 {
+		o.IdentityRecheck = 20 * time.Second
+	}
 }
 
 // Reconciler syncs one custom resource at a time, from any number of
@@ -95,6 +114,10 @@ type Reconciler struct {
 	// observingKinds are the owner kinds whose children the caches keep
 	// whole, for templates that read them (livechildren.go).
 	observingKinds *observingKinds
+	// accounts remembers the identities' ServiceAccounts found to exist.
+	accounts accounts
+	// refusals remembers the writes the identities were refused.
+	refusals refusals
 }
 
 // New builds a Reconciler, with Options' defaults applied.
@@ -102,7 +125,7 @@ func New(opts Options) *Reconciler {
 	opts.defaults()
 	r := &Reconciler{opts: opts, reg: opts.Registry, writer: opts.Writer, expect: expect.New(), memory: memory.New(opts.FightBurst, opts.FightInterval), observingKinds: &observingKinds{}}
 	if r.writer == nil {
-		r.writer = apiWriter{client: opts.Dynamic, recorder: opts.Recorder}
+		r.writer = apiWriter{client: opts.Dynamic, recorder: opts.Recorder, impersonate: opts.Impersonate}
 	}
 	return r
 }

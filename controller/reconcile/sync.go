@@ -59,6 +59,13 @@ type pass struct {
 	// reads is what the entry's reads found; nil without reads, or
 	// until they were resolved.
 	reads *templates.Reads
+	// as is the user the children are written as, and that what the
+	// tenant names is read as (the entry's identity in the resource's
+	// namespace); "" for stencil's own account.
+	as string
+	// children writes the children, as as; set by writeAs before the
+	// first write.
+	children ChildWriter
 }
 
 // Sync reconciles one custom resource. It reads only from the caches, writes
@@ -104,7 +111,7 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		logger.V(4).Info("Cache has not shown stencil's own status patch yet, waiting for its event")
 		return nil
 	}
-	p := &pass{key: key, entry: entry, parent: parent}
+	p := &pass{key: key, entry: entry, parent: parent, as: userOf(entry.Res.Identity, parent.GetNamespace())}
 	if parent.GetAnnotations()[contract.AnnotationPaused] == "true" {
 		if entry.Res.Rollout != nil {
 			c.forgetRollout(entry, key)
@@ -293,16 +300,28 @@ func (c *Reconciler) converge(ctx context.Context, p *pass) error {
 		return requeue.After(nil, left)
 	}
 	c.warnHooks(p, p.render.Hooks)
+	if err := c.writeAs(ctx, p); err != nil {
+		return c.identityFailed(ctx, p, err)
+	}
 	w := c.applyAll(ctx, p)
 	if w.end {
 		return requeue.After(w.err, w.after)
 	}
-	if len(p.render.Waits) == 0 {
+	if isForbidden(w.err) {
+		// The identity may not write a child: nothing is pruned in this
+		// pass (a half-written set must not replace a working one), and
+		// the resource is looked at again when the refused write is sent
+		// again, as RBAC changes send no event.
+		w.soon(recheckIn(w.err, c.opts.IdentityRecheck))
+	} else if len(p.render.Waits) == 0 {
 		// While a template waits, its children are not rendered: nothing
 		// is pruned until every template renders again.
 		pruned, err := c.prune(ctx, p, w.rendered)
 		if err != nil {
 			w.err = errors.Join(w.err, err)
+		}
+		if isForbidden(err) {
+			w.soon(recheckIn(err, c.opts.IdentityRecheck))
 		}
 		w.changes.pruned = pruned
 	}
@@ -388,6 +407,10 @@ func (c *Reconciler) report(ctx context.Context, p *pass, w *writes) error {
 		out.Release = &status.Release{Notes: r.Notes, Changed: w.changes.any()}
 	}
 	switch {
+	case isForbidden(w.err):
+		// Retried (converge asked to look again): a RoleBinding may come.
+		return c.failWith(ctx, p, status.Outcome{Extra: out.Extra, KeepTemplateStatus: out.KeepTemplateStatus, Revision: out.Revision},
+			status.ReasonForbidden, w.err)
 	case w.err != nil && isAllTerminal(w.err):
 		// A terminal apply error (invalid object) is reported and not
 		// retried.
@@ -513,6 +536,8 @@ func (c *Reconciler) createChild(ctx context.Context, ch childSync) childResult 
 		return childResult{end: true}
 	case taken:
 		return childResult{conflict: ch.conflict()}
+	case isForbidden(err):
+		return childResult{err: err}
 	case err != nil:
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, nil, want, err)}
 	}
@@ -529,7 +554,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 	logger := klog.FromContext(ctx)
 	want := ch.want
 	d := drift.Detect(live, want, drift.LegacyHash(live, want, ch.hash))
-	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.childKind, want, live, ch.hash) {
+	if d.Kind == drift.Unowned && c.serverAgrees(ctx, ch.children, ch.childKind, want, live, ch.hash) {
 		// No manager holds a field of the render, yet applying it
 		// would change nothing: the server dropped or normalised it.
 		d.Kind = drift.InSync
@@ -557,7 +582,7 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		return childResult{end: true, err: err}
 	}
 	done := c.expect.Writing(expect.KeyOf(want))
-	applied, err := c.writer.Apply(ctx, ch.parent, ch.childKind.GVR, want)
+	applied, err := ch.children.Apply(ctx, ch.parent, ch.childKind.GVR, want)
 	if err != nil || applied.GetResourceVersion() == live.GetResourceVersion() {
 		// Failed, or a no-op: nothing new to expect.
 		c.expected(ch.key, done(nil, false))
@@ -569,6 +594,8 @@ func (c *Reconciler) correctChild(ctx context.Context, ch childSync, live *unstr
 		logger.V(4).Info("Namespace is terminating, skipping", "kind", want.GetKind(), "child", klog.KObj(want))
 		c.memory.Terminating.Mark(want.GetNamespace())
 		return childResult{end: true}
+	case isForbidden(err):
+		return childResult{live: live, err: err}
 	case err != nil:
 		return childResult{err: c.applyFailed(ch.key, ch.ref, ch.hash, live, want, err)}
 	}
@@ -709,7 +736,7 @@ func (c *Reconciler) expected(key Key, requeue bool) {
 // two controller references.)
 func (c *Reconciler) createByApply(ctx context.Context, ch childSync) (*unstructured.Unstructured, bool, error) {
 	want := ch.want
-	created, err := c.writer.Create(ctx, ch.parent, ch.childKind.GVR, want)
+	created, err := ch.children.Create(ctx, ch.parent, ch.childKind.GVR, want)
 	if apierrors.IsConflict(err) {
 		return nil, true, nil
 	}
@@ -746,11 +773,16 @@ func (c *Reconciler) prune(ctx context.Context, p *pass, rendered map[childRef]b
 		if err := c.mayWrite(child.GetNamespace()); err != nil {
 			return pruned, errors.Join(errs, err)
 		}
-		err := c.writer.Delete(ctx, p.parent, childKind.GVR, child)
+		err := p.children.Delete(ctx, p.parent, childKind.GVR, child)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// That object is gone already (the UID precondition failed):
 			// the cache has yet to show it.
 			c.expect.Deleted(expect.KeyOf(child), uid)
+			continue
+		}
+		if isForbidden(err) {
+			// Reported as the resource's Forbidden, with one event.
+			errs = errors.Join(errs, err)
 			continue
 		}
 		if err != nil {

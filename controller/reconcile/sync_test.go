@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -61,6 +62,10 @@ type fixture struct {
 	firstStatusDelay time.Duration
 	// config is the config file (default testdata/stencil.yaml).
 	config string
+	// as receives the writes made as an entry's identity (the fake's
+	// Options.Impersonate); users lists who they impersonated.
+	as    *dynamicfake.FakeDynamicClient
+	users []string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -92,7 +97,10 @@ func (f *fixture) newReconciler(ctx context.Context) {
 	// The fake tracker cannot create objects by server-side apply; answer
 	// applies and status patches the way the API server would, with the
 	// object as written.
-	f.client.PrependReactor("patch", "*", func(action core.Action) (bool, runtime.Object, error) {
+	f.as = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		webappGVR: "WebAppList", deploymentGVR: "DeploymentList", serviceGVR: "ServiceList",
+	})
+	applied := func(action core.Action) (bool, runtime.Object, error) {
 		p := action.(core.PatchAction)
 		if p.GetPatchType() != types.ApplyPatchType {
 			return true, &unstructured.Unstructured{Object: map[string]any{}}, nil
@@ -112,7 +120,9 @@ func (f *fixture) newReconciler(ctx context.Context) {
 			}
 		}
 		return true, u, nil
-	})
+	}
+	f.client.PrependReactor("patch", "*", applied)
+	f.as.PrependReactor("patch", "*", applied)
 	f.recorder = record.NewFakeRecorder(100)
 	// The registry watches a client of its own that holds only the
 	// WebApp CRD, installed and Established: the resource is served, and
@@ -152,7 +162,11 @@ func (f *fixture) newReconciler(ctx context.Context) {
 	}
 	f.queue = workqueue.NewTypedDelayingQueue[Key]()
 	f.t.Cleanup(f.queue.ShutDown)
-	f.c = New(Options{Registry: reg, Dynamic: f.client, Recorder: f.recorder, Metrics: NewMetrics(prometheus.NewRegistry()),
+	impersonate := func(user string) (dynamic.Interface, error) {
+		f.users = append(f.users, user)
+		return f.as, nil
+	}
+	f.c = New(Options{Registry: reg, Dynamic: f.client, Impersonate: impersonate, Recorder: f.recorder, Metrics: NewMetrics(prometheus.NewRegistry()),
 		Enqueue: f.queue.Add, FightBurst: 5, FightInterval: 10 * time.Second,
 		ConflictRecheck: time.Millisecond, FirstStatusDelay: cmp.Or(f.firstStatusDelay, time.Millisecond)})
 }

@@ -36,7 +36,7 @@ func Wire(ctx context.Context, ro registry.Options, rec Options, cfg *config.Con
 	rec.Registry = reg
 	enqueue := rec.Enqueue
 	rec.Reads = reads.New(ctx, reads.Options{Dynamic: ro.Dynamic, Mapper: ro.Mapper,
-		Served: reg.ServesKind, Enqueue: func(r reads.Reader) {
+		Served: reg.ServesKind, Authorize: rec.Authorize, Enqueue: func(r reads.Reader) {
 			if enqueue != nil {
 				enqueue(Key(r))
 			}

@@ -49,6 +49,10 @@ type Source struct {
 	// Wall, when set, renders every set Load returns in its workers
 	// (package renderworker), which load the same files.
 	Wall *renderworker.Pool
+	// DefaultIdentity, when set (run --default-identity), is the identity
+	// of every entry that names none: given to each config as it loads
+	// (config.WithDefaultIdentity), at start and on every reload.
+	DefaultIdentity *config.Identity
 }
 
 // Load takes a snapshot of the source's files (config.TakeSnapshot) and
@@ -82,6 +86,7 @@ func (s Source) Compile(snap *config.Snapshot) (*config.Config, []*templates.Set
 	if err != nil {
 		return nil, nil, err
 	}
+	cfg.WithDefaultIdentity(s.DefaultIdentity)
 	sets, err := templates.LoadAll(cfg, s.Options)
 	if err != nil {
 		return nil, nil, err

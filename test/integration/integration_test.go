@@ -264,12 +264,19 @@ func startWorkers(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string,
 // startConfig's changed by edit.
 func startWith(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, edit func(*controller.Options)) *running {
 	t.Helper()
-	return startLogged(t, cfg, cnt, ns, path, edit, false)
+	return startSource(t, cfg, cnt, ns, stencilreload.Source{Path: path}, edit, false)
 }
 
 // startLogged is startWith; with buffer, what the controller logs is also
 // kept in running.logs, for a test to search.
 func startLogged(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, edit func(*controller.Options), buffer bool) *running {
+	t.Helper()
+	return startSource(t, cfg, cnt, ns, stencilreload.Source{Path: path}, edit, buffer)
+}
+
+// startSource is startLogged for any source (a watches file), whose Wall
+// it sets.
+func startSource(t testing.TB, cfg *rest.Config, cnt *counter, ns string, src stencilreload.Source, edit func(*controller.Options), buffer bool) *running {
 	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(buffer)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
@@ -279,7 +286,8 @@ func startLogged(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, sets, err := stencilreload.Source{Path: path, Wall: wall}.Load()
+	src.Wall = wall
+	conf, sets, err := src.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,15 @@ const (
 	// ReasonReadFailed: an entry's reads could not be read (the watch of
 	// the read kind has not listed: not served, or forbidden); retried.
 	ReasonReadFailed = "ReadFailed"
+	// ReasonForbidden: the entry's identity may not make a write of a
+	// child (its RBAC); the message names the identity, verb, kind and
+	// namespace. Nothing is pruned; retried, never Stalled: a RoleBinding
+	// may come.
+	ReasonForbidden = "Forbidden"
+	// ReasonIdentityNotFound: the ServiceAccount the entry's identity
+	// names does not exist; nothing is written (never as stencil
+	// instead); retried.
+	ReasonIdentityNotFound = "IdentityNotFound"
 )
 
 // Desired computes the status the resource should have after a sync
