@@ -40,7 +40,7 @@ data:
   yaml: {{ toYaml .Spec.labels | quote }}
   json: {{ toJson .Spec.labels | quote }}
 `,
-	"chart/Chart.yaml": "apiVersion: v2\nname: maps\nversion: 0.1.0\n",
+	"chart/Chart.yaml":  "apiVersion: v2\nname: maps\nversion: 0.1.0\n",
 	"chart/values.yaml": "labels: {}\n",
 	"chart/templates/cm.yaml": `apiVersion: v1
 kind: ConfigMap
