@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +27,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"stencil.dev/stencil/controller"
 )
 
 // benchCRs is the number of WebApps BenchmarkConverge creates;
@@ -322,8 +326,54 @@ func BenchmarkConverge(b *testing.B) {
 			runs = append(runs, sr)
 		}
 
+		// stencil writing as the tenant: the same config, the WebApps'
+		// children written as each namespace's builder account
+		// (identity: {tenant: builder}), which a Role lets write them.
+		{
+			ns := fmt.Sprintf("bench-tenant-%d", stamp)
+			newNamespace(ctx, b, admin, ns)
+			grantBuilder(ctx, b, admin, ns)
+			config := tenantConfig(b)
+			cnt := &counter{mutating: map[string]int{}}
+			var accounts atomic.Int64
+			cnt.onGet = func(r *http.Request, _ *http.Response) {
+				if strings.Contains(r.URL.Path, "/serviceaccounts/") {
+					accounts.Add(1)
+				}
+			}
+			cfg := rest.CopyConfig(base)
+			cfg.Wrap(cnt.wrap)
+			imp, err := controller.NewImpersonators(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			before := measure()
+			r := startWith(b, base, cnt, ns, config, func(o *controller.Options) { o.Workers, o.Impersonate = 2, imp.Client })
+			w := watchReady(ctx, b, admin, ns, n)
+			began := time.Now()
+			createWebApps(ctx, b, admin, ns, n)
+			ready := w.wait(b, "stencil as the tenant", 60*time.Minute).Sub(began)
+			r.settle(b, 0, n)
+			after := measure()
+			writes, by := cnt.snapshot()
+			events := by["POST events"] + by["PATCH events"]
+			delete(by, "POST events")
+			delete(by, "PATCH events")
+			tr := run{name: "tenant", ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
+			r.stop(b)
+			runs = append(runs, tr)
+			b.Logf("stencil as the tenant: %d ServiceAccount reads (the identity's existence, cached 30 s), %d SubjectAccessReviews (WebApps read nothing a tenant names)",
+				accounts.Load(), by["POST subjectaccessreviews"])
+			deleteNamespace(ctx, b, admin, ns)
+		}
+
 		floorRun, st := runs[0], runs[1]
 		ratio := st.ready.Seconds() / floorRun.ready.Seconds()
+		tenantRatio := runs[2].ready.Seconds() / floorRun.ready.Seconds()
+		b.Logf("stencil as the tenant/floor time to all Ready: %.2fx; %.2f requests per resource (stencil's own account: %.2f)",
+			tenantRatio, float64(runs[2].writes)/float64(n), float64(st.writes)/float64(n))
+		b.ReportMetric(tenantRatio, "x-floor-tenant")
 		for _, r := range runs {
 			b.Logf("%-7s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s",
 				r.name, n, r.ready.Round(time.Millisecond), float64(r.writes)/float64(n), r.perResource(n),
@@ -456,4 +506,57 @@ func kib(after, before uint64, n int) float64 {
 		return 0
 	}
 	return float64(after-before) / 1024 / float64(n)
+}
+
+// tenantConfig writes the example config with identity: {tenant: builder}
+// on the WebApp entry, beside it (its templates are relative to it), and
+// returns its path.
+func tenantConfig(b testing.TB) string {
+	b.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "crds", "stencil.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Replace(string(data), "    resource: webapps ", "    identity: {tenant: builder}\n    resource: webapps ", 1)
+	if text == string(data) {
+		b.Fatal("crds/stencil.yaml: no webapps entry to give an identity")
+	}
+	path := filepath.Join(root, "crds", fmt.Sprintf(".bench-tenant-%d.yaml", os.Getpid()))
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.Remove(path) })
+	return path
+}
+
+// grantBuilder creates the ServiceAccount builder in ns and a Role, bound
+// to it, that writes the WebApp entry's child kinds and may set
+// blockOwnerDeletion on WebApps (update on webapps/finalizers).
+func grantBuilder(ctx context.Context, b testing.TB, admin dynamic.Interface, ns string) {
+	b.Helper()
+	sa := schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	roles := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
+	bindings := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
+	write := []any{"get", "list", "watch", "create", "patch", "delete"}
+	for _, o := range []struct {
+		gvr schema.GroupVersionResource
+		obj map[string]any
+	}{
+		{sa, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "builder", "namespace": ns}}},
+		{roles, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "builder", "namespace": ns},
+			"rules": []any{
+				map[string]any{"apiGroups": []any{"apps"}, "resources": []any{"deployments"}, "verbs": write},
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"services", "configmaps"}, "verbs": write},
+				map[string]any{"apiGroups": []any{"policy"}, "resources": []any{"poddisruptionbudgets"}, "verbs": write},
+				map[string]any{"apiGroups": []any{"autoscaling"}, "resources": []any{"horizontalpodautoscalers"}, "verbs": write},
+				map[string]any{"apiGroups": []any{"apps.example.com"}, "resources": []any{"webapps/finalizers"}, "verbs": []any{"update"}},
+			}}},
+		{bindings, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "builder", "namespace": ns},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "builder"},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "builder", "namespace": ns}}}},
+	} {
+		if _, err := createOnce(ctx, admin.Resource(o.gvr).Namespace(ns), &unstructured.Unstructured{Object: o.obj}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
