@@ -317,23 +317,33 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) fl
 	return 0
 }
 
-// killWorkerWhenBusy SIGKILLs the worker child of this process once it has
-// used some CPU on the render.
+// killWorkerWhenBusy SIGKILLs a worker child of this process that is
+// rendering now: one whose CPU time grew by at least 2 ticks (20 ms on
+// Linux's 100 Hz, a fifth of a core on a loaded machine) in the last
+// 100 ms; an idle worker uses none. Not one that used CPU once: the
+// workers other tests' pools keep (FuzzWall's, FuzzSameInTwoWorkers')
+// have, and killing one of those leaves the spinning render to its
+// deadline.
 func killWorkerWhenBusy(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
+	before := map[int]int{}
 	for time.Now().Before(deadline) {
 		for _, pid := range children() {
 			// A worker killed before stays a zombie, its ticks counted,
 			// until the pool reaps it: only a live one is busy.
-			if alive(pid) && cpuTicks(pid) > 20 {
-				p, err := os.FindProcess(pid)
-				if err == nil {
+			if !alive(pid) {
+				continue
+			}
+			ticks := cpuTicks(pid)
+			if last, seen := before[pid]; seen && ticks-last >= 2 {
+				if p, err := os.FindProcess(pid); err == nil {
 					_ = p.Kill()
 				}
 				return
 			}
+			before[pid] = ticks
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	t.Error("no busy worker to kill")
 }
