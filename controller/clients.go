@@ -75,17 +75,26 @@ type Impersonators struct {
 	clients map[string]dynamic.Interface
 }
 
+// WriteLimiter is the rate limiter of rc's QPS and burst (client-go's
+// defaults when unset) that the dynamic client and the impersonating
+// clients share: every child write, as stencil or as an identity, draws
+// from it.
+func WriteLimiter(rc *rest.Config) flowcontrol.RateLimiter {
+	if rc.RateLimiter != nil {
+		return rc.RateLimiter
+	}
+	qps, burst := rc.QPS, rc.Burst
+	if qps == 0 {
+		qps, burst = rest.DefaultQPS, rest.DefaultBurst
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+}
+
 // NewImpersonators builds the impersonating clients of rc (its transport
 // wrappers, the write gate among them, included); rc is not changed.
 func NewImpersonators(rc *rest.Config) (*Impersonators, error) {
 	rc = rest.CopyConfig(rc)
-	if rc.RateLimiter == nil {
-		qps, burst := rc.QPS, rc.Burst
-		if qps == 0 {
-			qps, burst = rest.DefaultQPS, rest.DefaultBurst
-		}
-		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
-	}
+	rc.RateLimiter = WriteLimiter(rc)
 	hc, err := rest.HTTPClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("building the impersonating clients' transport: %w", err)

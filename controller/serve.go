@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -136,8 +137,16 @@ func newForConfig(ctx context.Context, rc *rest.Config, opts Options) (*Controll
 	if err != nil {
 		return nil, fmt.Errorf("building typed clients: %w", err)
 	}
-	opts.Dynamic, opts.Metadata, opts.Kube, opts.Mapper, opts.WriteGate = cl.Dynamic, cl.Metadata, kube, cl.Mapper, gate
-	imp, err := NewImpersonators(rc)
+	opts.Metadata, opts.Kube, opts.Mapper, opts.WriteGate = cl.Metadata, kube, cl.Mapper, gate
+	// Children are written by the dynamic client, as stencil, or by the
+	// impersonating ones, as an entry's identity: one rate limiter for
+	// both, so that writing as tenants does not double what --qps allows.
+	writes := rest.CopyConfig(rc)
+	writes.RateLimiter = WriteLimiter(rc)
+	if opts.Dynamic, err = dynamic.NewForConfig(writes); err != nil {
+		return nil, fmt.Errorf("building dynamic client: %w", err)
+	}
+	imp, err := NewImpersonators(writes)
 	if err != nil {
 		return nil, err
 	}

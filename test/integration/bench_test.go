@@ -341,14 +341,19 @@ func BenchmarkConverge(b *testing.B) {
 					accounts.Add(1)
 				}
 			}
+			// As stencil run builds them: the dynamic client and the
+			// impersonating ones share one rate limiter.
 			cfg := rest.CopyConfig(base)
 			cfg.Wrap(cnt.wrap)
+			cfg.RateLimiter = controller.WriteLimiter(base)
 			imp, err := controller.NewImpersonators(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			before := measure()
-			r := startWith(b, base, cnt, ns, config, func(o *controller.Options) { o.Workers, o.Impersonate = 2, imp.Client })
+			r := startWith(b, base, cnt, ns, config, func(o *controller.Options) {
+				o.Workers, o.Impersonate, o.Dynamic = 2, imp.Client, dynamic.NewForConfigOrDie(cfg)
+			})
 			w := watchReady(ctx, b, admin, ns, n)
 			began := time.Now()
 			createWebApps(ctx, b, admin, ns, n)
