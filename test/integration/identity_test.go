@@ -375,12 +375,7 @@ rules:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = admin.Resource(crdsGVR).Delete(ctx, crdName, metav1.DeleteOptions{})
-	poll(t, time.Minute, "no Grant CRD left from an earlier test", func() (bool, error) {
-		_, err := admin.Resource(crdsGVR).Get(ctx, crdName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crdName, metav1.DeleteOptions{}) })
+	freshCRDs(ctx, t, admin, crdName)
 	imp, err := controller.NewImpersonators(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -578,12 +573,7 @@ data:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = admin.Resource(crdsGVR).Delete(ctx, crdName, metav1.DeleteOptions{})
-	poll(t, time.Minute, "no Vault CRD left from an earlier test", func() (bool, error) {
-		_, err := admin.Resource(crdsGVR).Get(ctx, crdName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crdName, metav1.DeleteOptions{}) })
+	freshCRDs(ctx, t, admin, crdName)
 	imp, err := controller.NewImpersonators(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -185,6 +185,25 @@ func restConfig(t testing.TB) *rest.Config {
 	return cfg
 }
 
+// freshCRDs deletes the named CRDs, left by an earlier run of a test that
+// --manage-crds creates them for, waits until they are gone, and deletes
+// them again when the test ends.
+func freshCRDs(ctx context.Context, t testing.TB, admin dynamic.Interface, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		_ = admin.Resource(crdsGVR).Delete(ctx, name, metav1.DeleteOptions{})
+		t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	poll(t, time.Minute, fmt.Sprintf("no CRD %v left from an earlier run", names), func() (bool, error) {
+		for _, name := range names {
+			if _, err := admin.Resource(crdsGVR).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // installCRDs applies crds/*-crd.yaml and waits until they are Established.
 func installCRDs(ctx context.Context, t testing.TB, dyn dynamic.Interface) {
 	t.Helper()

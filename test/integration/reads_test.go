@@ -88,12 +88,7 @@ func startReaders(ctx context.Context, t testing.TB, cnt *counter, ns, platformN
 	if err := os.WriteFile(path, []byte(readsConfig(platformNS)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = admin.Resource(crdsGVR).Delete(ctx, readersCRD, metav1.DeleteOptions{})
-	poll(t, time.Minute, "no Reader CRD left from an earlier test", func() (bool, error) {
-		_, err := admin.Resource(crdsGVR).Get(ctx, readersCRD, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), readersCRD, metav1.DeleteOptions{}) })
+	freshCRDs(ctx, t, admin, readersCRD)
 	r := startWith(t, cfg, cnt, ns, path, func(o *controller.Options) {
 		o.ManageCRDs = true
 		for _, edit := range edits {
@@ -614,15 +609,7 @@ func TestChartLookupReads(t *testing.T) {
 	}
 	lookers := schema.GroupVersionResource{Group: "lookup.stencil.dev", Version: "v1", Resource: "lookers"}
 	blinds := schema.GroupVersionResource{Group: "lookup.stencil.dev", Version: "v1", Resource: "blinds"}
-	for _, crd := range []string{"lookers.lookup.stencil.dev", "blinds.lookup.stencil.dev"} {
-		_ = admin.Resource(crdsGVR).Delete(ctx, crd, metav1.DeleteOptions{})
-		t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crd, metav1.DeleteOptions{}) })
-	}
-	poll(t, time.Minute, "no Looker or Blind CRD left from an earlier run", func() (bool, error) {
-		_, err1 := admin.Resource(crdsGVR).Get(ctx, "lookers.lookup.stencil.dev", metav1.GetOptions{})
-		_, err2 := admin.Resource(crdsGVR).Get(ctx, "blinds.lookup.stencil.dev", metav1.GetOptions{})
-		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2), nil
-	})
+	freshCRDs(ctx, t, admin, "lookers.lookup.stencil.dev", "blinds.lookup.stencil.dev")
 	secretsNS := admin.Resource(secrets).Namespace(ns)
 	if _, err := createOnce(ctx, secretsNS, object(secrets, "Secret", ns, "db", map[string]any{"data": map[string]any{"password": "Zmlyc3Q="}})); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -136,20 +135,12 @@ func TestSecretReadShowsNoData(t *testing.T) {
 
 	group := "leak.stencil.dev"
 	kinds := map[string]schema.GroupVersionResource{}
+	var crds []string
 	for kind, res := range map[string]string{"Peeker": "peekers", "Chart": "charts", "Trusted": "trusted"} {
 		kinds[kind] = schema.GroupVersionResource{Group: group, Version: "v1", Resource: res}
-		crd := res + "." + group
-		_ = admin.Resource(crdsGVR).Delete(ctx, crd, metav1.DeleteOptions{})
-		t.Cleanup(func() { _ = admin.Resource(crdsGVR).Delete(context.Background(), crd, metav1.DeleteOptions{}) })
+		crds = append(crds, res+"."+group)
 	}
-	poll(t, time.Minute, "no CRD left from an earlier run", func() (bool, error) {
-		for _, g := range kinds {
-			if _, err := admin.Resource(crdsGVR).Get(ctx, g.Resource+"."+group, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	freshCRDs(ctx, t, admin, crds...)
 	r := startLogged(t, cfg, &counter{mutating: map[string]int{}}, ns, filepath.Join(dir, "stencil.yaml"), func(o *controller.Options) { o.ManageCRDs = true }, true)
 	defer r.stop(t)
 	poll(t, time.Minute, "the CRDs served", func() (bool, error) {
