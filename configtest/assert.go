@@ -21,6 +21,8 @@ import (
 //	status    the status the controller would patch
 //	resource  the test's custom resource
 //	waits     the templates that wait, as "T waits for Kind/name, which ..."
+//	events    the events the sync records, as "Type Reason: message"
+//	pruned    the children the sync deletes, as "Kind/name"
 //
 // Each must evaluate to true. A failure prints the expression, what it
 // came to, where its top is a comparison both sides' values, and what it
@@ -73,6 +75,8 @@ func celEnv() (*cel.Env, error) {
 		cel.Variable("status", cel.DynType),
 		cel.Variable("resource", cel.DynType),
 		cel.Variable("waits", cel.ListType(cel.StringType)),
+		cel.Variable("events", cel.ListType(cel.StringType)),
+		cel.Variable("pruned", cel.ListType(cel.StringType)),
 	)
 }
 
@@ -223,16 +227,22 @@ func activation(r *rendered, resource *unstructured.Unstructured) map[string]any
 	for i, c := range r.children {
 		objects[i] = c.Object
 	}
-	waits := r.waits
-	if waits == nil {
-		waits = []string{}
-	}
 	return map[string]any{
 		"objects":  objects,
 		"status":   runtime.DeepCopyJSONValue(r.status),
 		"resource": resource.Object,
-		"waits":    waits,
+		"waits":    orNone(r.waits),
+		"events":   orNone(r.events),
+		"pruned":   orNone(r.pruned),
 	}
+}
+
+// orNone is l, or an empty list for nil: CEL's size() of nil is an error.
+func orNone(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 // celShow prints a CEL value as YAML would, short.

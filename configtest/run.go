@@ -14,10 +14,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"stencil.dev/stencil/controller/reconcile"
-	"stencil.dev/stencil/controller/reconcile/status"
+	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/contract"
+	"stencil.dev/stencil/controller/offline"
 	"stencil.dev/stencil/templates"
 )
 
@@ -31,22 +33,46 @@ type Options struct {
 
 // Runner runs cases against one loaded config.
 type Runner struct {
-	// path is the config file.
-	path    string
+	cfg     *config.Config
 	sets    []*templates.Set
 	schemas *schemas
 	opts    Options
+	// kinds are the kinds the cases' resources name, by resource: the
+	// kind of an entry that generates no CRD.
+	kinds map[schema.GroupVersionResource]string
+	// cluster is the registry the cases sync against, built at the first
+	// case (clusterFor).
+	cluster *offline.Cluster
 }
 
-// NewRunner returns a Runner over the sets loaded from the config at path.
-// An error is a generated CRD the API server would refuse (a CEL rule
-// that does not compile, or costs too much): "stencil test" exits 2.
-func NewRunner(ctx context.Context, path string, sets []*templates.Set, opts Options) (*Runner, error) {
+// NewRunner returns a Runner over cfg and its sets, as loaded. An error is
+// a generated CRD the API server would refuse (a CEL rule that does not
+// compile, or costs too much): "stencil test" exits 2.
+func NewRunner(ctx context.Context, cfg *config.Config, sets []*templates.Set, opts Options) (*Runner, error) {
 	sch, err := newSchemas(ctx, templates.Entries(sets))
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{path: path, sets: sets, schemas: sch, opts: opts}, nil
+	return &Runner{cfg: cfg, sets: sets, schemas: sch, opts: opts, kinds: map[schema.GroupVersionResource]string{}}, nil
+}
+
+// Close stops what the cases ran against.
+func (r *Runner) Close() {
+	if r.cluster != nil {
+		r.cluster.Close()
+	}
+}
+
+// clusterFor returns the cluster the cases sync against, built once.
+func (r *Runner) clusterFor(ctx context.Context) (*offline.Cluster, error) {
+	if r.cluster == nil {
+		c, err := offline.New(ctx, r.cfg, r.sets, r.kinds)
+		if err != nil {
+			return nil, fmt.Errorf("building the cluster the cases run against: %w", err)
+		}
+		r.cluster = c
+	}
+	return r.cluster, nil
 }
 
 // Result is what one case came to.
@@ -71,6 +97,9 @@ type rendered struct {
 	children []*unstructured.Unstructured
 	status   map[string]any
 	waits    []string
+	// events are the events the sync records; pruned the children it
+	// deletes, as Kind/name.
+	events, pruned []string
 }
 
 // Run runs every case of the files, in order, and returns their results.
@@ -81,6 +110,13 @@ func (r *Runner) Run(ctx context.Context, files []*File) ([]*Result, error) {
 	progs, err := compileAssertions(files)
 	if err != nil {
 		return nil, err
+	}
+	for _, f := range files {
+		for _, c := range f.Cases {
+			if set, err := r.findSet(c); err == nil {
+				r.kinds[set.Resource().GVR()] = c.resource.GetKind()
+			}
+		}
 	}
 	var out []*Result
 	for _, f := range files {
@@ -119,7 +155,7 @@ func (r *Runner) runCase(ctx context.Context, c *Case, progs []*assertion, res *
 	for _, p := range refused {
 		fail("the resource is refused by its entry's CRD: %s", p)
 	}
-	first, err := r.render(set, resource, c)
+	first, err := r.render(ctx, set, resource, c)
 	if c.Error != "" {
 		switch {
 		case err == nil:
@@ -133,7 +169,7 @@ func (r *Runner) runCase(ctx context.Context, c *Case, progs []*assertion, res *
 		fail("the render failed:\n%s", indent(err.Error()))
 		return nil
 	}
-	if second, err := r.render(set, resource, c); err != nil {
+	if second, err := r.render(ctx, set, resource, c); err != nil {
 		fail("the second render failed (the first did not):\n%s", indent(err.Error()))
 	} else if path, a, b, differ := firstDifference(first.document(nil), second.document(nil)); differ {
 		fail("two renders differ at %s: %s, then %s (a random value, or a map's order?)", path, show(a), show(b))
@@ -156,53 +192,56 @@ func (r *Runner) runCase(ctx context.Context, c *Case, progs []*assertion, res *
 
 // findSet returns the set of the entry that serves c's resource.
 func (r *Runner) findSet(c *Case) (*templates.Set, error) {
-	return templates.FindSet(r.path, r.sets, c.resource, c.Entry)
+	return templates.FindSet(r.cfg.Path, r.sets, c.resource, c.Entry)
 }
 
-// render renders c's resource, as stored, as the controller would: the
-// children, given the observed ones, and the status it would patch after
-// applying them (each child as observed where the case gives it, else as
-// just created).
-func (r *Runner) render(set *templates.Set, resource *unstructured.Unstructured, c *Case) (*rendered, error) {
-	parent := resource.DeepCopy()
-	live := reconcile.Observed(c.observed, parent.GetNamespace(), parent.GetNamespace())
-	res, reads, err := set.RenderOffline(parent, live, templates.NewStaticReads(c.reads, parent.GetNamespace(), r.sets))
+// render runs the controller's sync of c's resource, as stored, once
+// (package offline): the children it applies, given the observed ones, the
+// status it patches, and what it waits for, reports and prunes. An error
+// is what the sync failed with (a render that failed, a child refused);
+// the status then says so too.
+func (r *Runner) render(ctx context.Context, set *templates.Set, resource *unstructured.Unstructured, c *Case) (*rendered, error) {
+	cluster, err := r.clusterFor(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if res == nil {
-		// What the controller does: nothing rendered, the status says
-		// what it waits for.
-		msg := status.WaitingForReads(reads.Missing)
-		out := &rendered{waits: []string{msg}}
-		out.status = status.Desired(parent, status.Outcome{WaitingForRead: msg, KeepTemplateStatus: true, ReadsDeclared: true, Reads: reads.Status()})
-		maskTimes(out.status)
-		return out, nil
+	rec, err := cluster.Sync(ctx, set, offline.Case{Resource: resource, Observed: c.observed, Reads: c.reads})
+	if err != nil {
+		return nil, err
 	}
-	out := &rendered{children: res.Children}
-	var waits []string
-	for _, w := range res.Waits {
-		waits = append(waits, w.String())
-	}
-	out.waits = waits
-	seen := make([]*unstructured.Unstructured, len(res.Children))
-	for i, ch := range res.Children {
-		if o, ok := live.Child(ch.GetKind(), ch.GetName()); ok {
-			seen[i] = o
-		} else {
-			seen[i] = ch
+	out := &rendered{status: rec.Status, events: rec.Events, pruned: rec.Pruned}
+	if o := rec.Outcome; o != nil {
+		if o.Render != nil {
+			out.children = make([]*unstructured.Unstructured, len(o.Render.Children))
+			for i, ch := range o.Render.Children {
+				out.children[i] = withoutHash(ch)
+			}
+			for _, w := range o.Render.Waits {
+				out.waits = append(out.waits, w.String())
+			}
+		}
+		if o.Status.WaitingForRead != "" {
+			out.waits = append(out.waits, o.Status.WaitingForRead)
 		}
 	}
-	so := status.Outcome{Extra: res.Status, KeepTemplateStatus: res.StatusWaits, Live: seen, Waiting: strings.Join(waits, "; ")}
-	if res.Release != "" {
-		so.Release = &status.Release{Notes: res.Notes}
-	}
-	if reads != nil {
-		so.ReadsDeclared, so.Reads = true, reads.Status()
-	}
-	out.status = status.Desired(parent, so)
 	maskTimes(out.status)
-	return out, nil
+	return out, rec.Err
+}
+
+// withoutHash returns a copy of a child as the sync applies it, without
+// the applied-hash annotation: a digest of the rest, it changes with any
+// change and would head every golden diff with a line no reviewer can
+// read.
+func withoutHash(u *unstructured.Unstructured) *unstructured.Unstructured {
+	u = u.DeepCopy()
+	if a := u.GetAnnotations(); a != nil {
+		delete(a, contract.AnnotationAppliedHash)
+		if len(a) == 0 {
+			a = nil
+		}
+		u.SetAnnotations(a)
+	}
+	return u
 }
 
 // maskTimes replaces each condition's lastTransitionTime, the time of the
@@ -231,12 +270,14 @@ func (r *rendered) document(ignore []string) map[string]any {
 		children[i] = obj
 	}
 	doc := map[string]any{"children": children, "status": runtime.DeepCopyJSONValue(r.status)}
-	if len(r.waits) > 0 {
-		waits := make([]any, len(r.waits))
-		for i, w := range r.waits {
-			waits[i] = w
+	for name, list := range map[string][]string{"waits": r.waits, "events": r.events, "pruned": r.pruned} {
+		if len(list) > 0 {
+			l := make([]any, len(list))
+			for i, w := range list {
+				l[i] = w
+			}
+			doc[name] = l
 		}
-		doc["waits"] = waits
 	}
 	return doc
 }

@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 
+	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
@@ -49,13 +50,13 @@ func main() {
 
 // load loads and compiles the config at path, printing every error; wall,
 // when set, renders the sets.
-func load(path string, opts templates.Options, wall *renderworker.Pool, stderr io.Writer) ([]*templates.Set, bool) {
-	_, sets, err := reload.Source{Path: path, Options: opts, Wall: wall}.Load()
+func load(path string, opts templates.Options, wall *renderworker.Pool, stderr io.Writer) (*config.Config, []*templates.Set, bool) {
+	cfg, sets, err := reload.Source{Path: path, Options: opts, Wall: wall}.Load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return sets, true
+	return cfg, sets, true
 }
 
 // parseArgs parses flags and paths in any order (flag stops at the first

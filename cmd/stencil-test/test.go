@@ -84,15 +84,16 @@ func testCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			defer wall.Close()
 		}
 	}
-	sets, ok := load(*cfgPath, topts, wall, stderr)
+	cfg, sets, ok := load(*cfgPath, topts, wall, stderr)
 	if !ok {
 		return exitUsage
 	}
-	runner, err := configtest.NewRunner(ctx, *cfgPath, sets, opts)
+	runner, err := configtest.NewRunner(ctx, cfg, sets, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil test: %v\n", err)
 		return exitUsage
 	}
+	defer runner.Close()
 	start := time.Now()
 	results, err := runner.Run(ctx, loaded)
 	if err != nil {

@@ -20,6 +20,27 @@ import (
 // under it, so that a change to what it read queues it again; a required
 // read that does not exist holds it, with nothing written or pruned.
 
+// ReadWatcher is what a sync resolves an entry's reads through, and tells
+// who read what: reads.Watcher in "stencil run" and "stencil diff", a fixed
+// set of objects in "stencil test" (package offline). An interface so that
+// a test case runs this package's Sync, not a copy of its decisions.
+type ReadWatcher interface {
+	// SourceAs is the source of what a render reads, as user (an entry's
+	// identity; "" for stencil's own account).
+	SourceAs(ctx context.Context, user string) templates.ReadSource
+	// Track records what reader looked for, so that a change to it queues
+	// the reader again.
+	Track(reader reads.Reader, targets []templates.ReadTarget)
+	// Forget drops a reader that no longer exists; Retain keeps only the
+	// readers keep accepts.
+	Forget(reader reads.Reader)
+	Retain(keep func(reads.Reader) bool)
+	// Hold keeps only the readers of the namespaces holds accepts.
+	Hold(holds func(ns string) bool)
+	// Cached calls fn with each object the read caches hold.
+	Cached(fn func(u *unstructured.Unstructured, secretData bool))
+}
+
 // render resolves p's reads for obj (the render's view, which carries
 // them), indexes what they looked for under p's resource, and renders
 // obj with live, unless a required read found nothing (a nil Result):

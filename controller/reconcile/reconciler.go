@@ -56,9 +56,10 @@ type Options struct {
 	IdentityRecheck time.Duration
 	// Metrics receives the reconciler's metrics.
 	Metrics *Metrics
-	// Reads watches what entries read and who read it (Wire builds it);
+	// Reads resolves what entries read and tracks who read it: the read
+	// watcher Wire builds, or fixtures ("stencil test", package offline);
 	// nil: an entry with reads fails to sync.
-	Reads *reads.Watcher
+	Reads ReadWatcher
 	// Enqueue queues a resource again (a rollout admitting the next ones).
 	Enqueue func(Key)
 	// MayWrite returns nil when this replica may write for a namespace
