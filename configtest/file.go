@@ -101,6 +101,20 @@ func (a *Assertion) UnmarshalJSON(b []byte) error {
 	return d.Decode((*plain)(a))
 }
 
+// Objects returns the case's resource (as the file gives it, in the
+// "default" namespace where it names none), its observed children and
+// the objects its reads see, decoded; copies, for a caller to change.
+func (c *Case) Objects() (resource *unstructured.Unstructured, observed, reads []*unstructured.Unstructured) {
+	copies := func(l []*unstructured.Unstructured) []*unstructured.Unstructured {
+		out := make([]*unstructured.Unstructured, len(l))
+		for i, u := range l {
+			out[i] = u.DeepCopy()
+		}
+		return out
+	}
+	return c.resource.DeepCopy(), copies(c.observed), copies(c.reads)
+}
+
 // ID names the case: its file and name.
 func (c *Case) ID() string { return c.file + ": " + c.Name }
 
