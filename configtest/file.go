@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/templates/view"
@@ -56,6 +57,11 @@ type Case struct {
 	// Reads are the objects the entry's reads see: files, or objects
 	// inline; one without a namespace is in the resource's.
 	Reads []json.RawMessage `json:"reads,omitempty"`
+	// RBAC, for an entry with an identity, are the ServiceAccounts,
+	// Roles, ClusterRoles and bindings the cluster holds: files, or
+	// objects inline; one without a namespace is in the resource's.
+	// Without them the identity's account exists and may write anything.
+	RBAC []json.RawMessage `json:"rbac,omitempty"`
 	// Golden is the file of the whole render (children and status),
 	// relative to the test file; --update writes it.
 	Golden string `json:"golden,omitempty"`
@@ -81,6 +87,7 @@ type Case struct {
 	resource *unstructured.Unstructured
 	observed []*unstructured.Unstructured
 	reads    []*unstructured.Unstructured
+	rbac     []*unstructured.Unstructured
 }
 
 // Assertion is a CEL expression, and the message a failure prints.
@@ -306,7 +313,31 @@ func loadCase(path string, rts roots, i int, raw json.RawMessage) (*Case, error)
 		}
 		c.reads = append(c.reads, objs...)
 	}
+	for j, o := range c.RBAC {
+		objs, err := objects(rts, base, o)
+		if err != nil {
+			return nil, fail(fmt.Sprintf("rbac[%d]", j), err)
+		}
+		for _, u := range objs {
+			if !rbacKinds[u.GroupVersionKind().GroupKind()] {
+				return nil, fail(fmt.Sprintf("rbac[%d]", j), fmt.Errorf("%s %s: rbac holds ServiceAccounts, Roles, ClusterRoles and their bindings", u.GetKind(), u.GetName()))
+			}
+			if u.GetNamespace() == "" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+				u.SetNamespace(c.resource.GetNamespace())
+			}
+		}
+		c.rbac = append(c.rbac, objs...)
+	}
 	return c, nil
+}
+
+// rbacKinds are the kinds a case's rbac holds.
+var rbacKinds = map[schema.GroupKind]bool{
+	{Kind: "ServiceAccount"}:                                         true,
+	{Group: "rbac.authorization.k8s.io", Kind: "Role"}:               true,
+	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}:        true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:        true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: true,
 }
 
 // objects reads raw, a file name (relative to base, the test file's

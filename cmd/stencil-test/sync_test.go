@@ -95,3 +95,64 @@ func TestStencilTestSyncs(t *testing.T) {
 		}
 	}
 }
+
+// TestStencilTestIdentity: an entry with identity: {tenant: builder}. A
+// case without rbac writes as an account that exists and may do anything;
+// with rbac, each child write is checked as the API server checks the
+// impersonated write: a Service the account may not create is Forbidden,
+// naming the account, the verb and the kind, as the controller reports
+// it; an account the rbac does not hold is IdentityNotFound; a Role
+// without the Gadgets' finalizers is refused the owner reference's
+// blockOwnerDeletion.
+func TestStencilTestIdentity(t *testing.T) {
+	const account = `{apiVersion: v1, kind: ServiceAccount, metadata: {name: builder}}`
+	const binding = `{apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: builder}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: builder}, subjects: [{kind: ServiceAccount, name: builder, namespace: team-a}]}`
+	role := func(resources string, finalizers bool) string {
+		rules := `[{apiGroups: ["", apps], resources: [` + resources + `], verbs: [create, patch, delete]}`
+		if finalizers {
+			rules += `, {apiGroups: [gen.example.com], resources: [gadgets/finalizers], verbs: [update]}`
+		}
+		return `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: builder}, rules: ` + rules + `]}`
+	}
+	path := writeGadgetConfig(t, map[string]string{"identity.yaml": `cases:
+  - name: without rbac the account may write anything
+    resource: objects/gadget.yaml
+    observed: [objects/db-live.yaml]
+    assert:
+      - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Progressing')"
+  - name: the builder may write both kinds
+    resource: objects/gadget.yaml
+    observed: [objects/db-live.yaml]
+    rbac: [` + account + `, ` + role("deployments, services", true) + `, ` + binding + `]
+    assert:
+      - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Progressing')"
+  - name: the builder may not write Services
+    resource: objects/gadget.yaml
+    rbac: [` + account + `, ` + role("deployments", true) + `, ` + binding + `]
+    assert:
+      - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Forbidden' && c.message.contains('system:serviceaccount:team-a:builder may not create Service in namespace team-a'))"
+      - "events.exists(e, e.startsWith('Warning Forbidden'))"
+  - name: the account does not exist
+    resource: objects/gadget.yaml
+    rbac: [` + role("deployments, services", true) + `, ` + binding + `]
+    assert:
+      - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'IdentityNotFound' && c.message.contains('ServiceAccount team-a/builder does not exist'))"
+  - name: without the finalizers, blockOwnerDeletion is refused
+    resource: objects/gadget.yaml
+    rbac: [` + account + `, ` + role("deployments, services", false) + `, ` + binding + `]
+    assert:
+      - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Forbidden' && c.message.contains('blockOwnerDeletion'))"
+`})
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withIdentity := strings.Replace(string(cfg), "    statusTemplate:", "    identity: {tenant: builder}\n    statusTemplate:", 1)
+	if err := os.WriteFile(path, []byte(withIdentity), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := stencil(t, "", "test", "--config", path)
+	if r.code != 0 || !strings.Contains(r.stdout, "5 passed, 0 failed") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -147,6 +147,12 @@ type Case struct {
 	Observed []*unstructured.Unstructured
 	// Reads are the objects the entry's reads find.
 	Reads []*unstructured.Unstructured
+	// RBAC, for an entry with an identity, are the ServiceAccounts, Roles,
+	// ClusterRoles and bindings the cluster holds: each child write is
+	// checked against them as the API server checks an impersonated
+	// write, and a write they do not allow is Forbidden. Nil: the
+	// identity's account exists and may make every write.
+	RBAC []*unstructured.Unstructured
 }
 
 // Sync runs the controller's sync of in's resource once, through the
@@ -195,8 +201,29 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 		}
 	}
 	rec := newRecorder(parent, observed)
+	api := c.api
+	if id := res.Identity; id != nil {
+		ns, name := id.Account(parent.GetNamespace())
+		var accounts []runtime.Object
+		if in.RBAC == nil {
+			accounts = append(accounts, account(ns, name))
+		} else {
+			r, err := newRBAC(in.RBAC)
+			if err != nil {
+				return nil, err
+			}
+			rec.rbac = r
+			rec.finalizers = res.GVR().GroupVersion().WithResource(res.Resource)
+			for _, u := range in.RBAC {
+				if u.GetKind() == "ServiceAccount" {
+					accounts = append(accounts, account(u.GetNamespace(), u.GetName()))
+				}
+			}
+		}
+		api = dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), accounts...)
+	}
 	src := templates.NewStaticReads(in.Reads, parent.GetNamespace(), c.sets)
-	rc := reconcile.New(reconcile.Options{Registry: c.reg, Dynamic: c.api, Writer: rec, Reads: staticWatcher{src},
+	rc := reconcile.New(reconcile.Options{Registry: c.reg, Dynamic: api, Writer: rec, Reads: staticWatcher{src},
 		Metrics: c.metrics, Enqueue: func(reconcile.Key) {},
 		// The status this sync would write, written at once: a case has
 		// no second sync to defer it to.
@@ -210,6 +237,12 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 	after, err := requeue.Split(rc.Sync(klog.NewContext(ctx, logr.Discard()), key))
 	rec.Err, rec.RequeueAfter = err, after
 	return &rec.Recording, nil
+}
+
+// account is the ServiceAccount ns/name, as the API holds it.
+func account(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
+		"metadata": map[string]any{"namespace": ns, "name": name}}}
 }
 
 // clear empties every cache of the registry: each case starts from what

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +53,11 @@ type recorder struct {
 	// observed are the case's observed objects, by objectKey: what an
 	// apply is made over.
 	observed map[string]*unstructured.Unstructured
+	// rbac, when set, decides what an identity may write (rbac.go);
+	// finalizers is the resource whose finalizers a child's owner
+	// reference with blockOwnerDeletion needs the writer to update.
+	rbac       *rbac
+	finalizers schema.GroupVersionResource
 	Recording
 }
 
@@ -154,8 +160,37 @@ func (r childRecorder) written(want *unstructured.Unstructured) {
 	r.Users = append(r.Users, r.user)
 }
 
+// allowed returns the API server's answer to the write of verb on obj of
+// gvr as the child writer's user: nil, or Forbidden. A child whose owner
+// reference sets blockOwnerDeletion also needs update on the owner's
+// finalizers (the OwnerReferencesPermissionEnforcement admission).
+func (r childRecorder) allowed(verb string, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+	if r.rbac == nil || r.user == "" {
+		return nil
+	}
+	if err := r.rbac.allowed(r.user, verb, gvr, "", obj.GetNamespace(), obj.GetName()); err != nil {
+		return err
+	}
+	if verb == "delete" {
+		return nil
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+			continue
+		}
+		if err := r.rbac.allowed(r.user, "update", r.finalizers, "finalizers", obj.GetNamespace(), ref.Name); err != nil {
+			return apierrors.NewForbidden(gvr.GroupResource(), obj.GetName(), fmt.Errorf(
+				"cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: %w", err))
+		}
+	}
+	return nil
+}
+
 // Create implements reconcile.ChildWriter: the object as created.
-func (r childRecorder) Create(_ context.Context, _ *unstructured.Unstructured, _ schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (r childRecorder) Create(_ context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if err := r.allowed("create", gvr, want); err != nil {
+		return nil, err
+	}
 	r.written(want)
 	created := want.DeepCopy()
 	created.SetResourceVersion("1")
@@ -165,7 +200,10 @@ func (r childRecorder) Create(_ context.Context, _ *unstructured.Unstructured, _
 // Apply implements reconcile.ChildWriter: the observed object with the
 // applied fields set over it, as a forced apply leaves it (its status and
 // the fields others set kept).
-func (r childRecorder) Apply(_ context.Context, _ *unstructured.Unstructured, _ schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (r childRecorder) Apply(_ context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if err := r.allowed("patch", gvr, want); err != nil {
+		return nil, err
+	}
 	r.written(want)
 	live, ok := r.observed[objectKey(want)]
 	if !ok {
@@ -200,7 +238,10 @@ func (childRecorder) DryRun(context.Context, schema.GroupVersionResource, *unstr
 }
 
 // Delete implements reconcile.ChildWriter.
-func (r childRecorder) Delete(_ context.Context, _ *unstructured.Unstructured, _ schema.GroupVersionResource, child *unstructured.Unstructured) error {
+func (r childRecorder) Delete(_ context.Context, _ *unstructured.Unstructured, gvr schema.GroupVersionResource, child *unstructured.Unstructured) error {
+	if err := r.allowed("delete", gvr, child); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Pruned = append(r.Pruned, child.GetKind()+"/"+child.GetName())
