@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/config"
@@ -28,10 +30,11 @@ import (
 )
 
 func validateCommand(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "--config FILE | --watches FILE [--server [--kubeconfig F]]")
+	fs := newFlagSet("validate", "--config FILE | --watches FILE [--server [--kubeconfig F] [--controller-account NS/NAME]]")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file` for --server and --watches; empty uses $KUBECONFIG or the in-cluster config")
 	src := addSourceFlags(fs, "stencil.yaml", "config `file` listing resources and templates")
-	server := fs.Bool("server", false, "also send the generated CRDs to the API server as a dry run: the checks only it makes (CEL rules compile within their cost)")
+	server := fs.Bool("server", false, "also send the generated CRDs to the API server as a dry run: the checks only it makes (CEL rules compile within their cost); and ask whether stencil's account may impersonate each identity")
+	controllerAccount := fs.String("controller-account", "stencil-system/stencil", "with --server: stencil's ServiceAccount, `NS/NAME`, whose right to impersonate the entries' identities is asked (the account stencil manifests creates)")
 	if status, done := parseFlags(fs, args, stdout, stderr); done {
 		return status
 	}
@@ -40,7 +43,7 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *server {
-		if status := validateOnServer(cfg, templates.Entries(sets), *kubeconfig, stdout, stderr); status != exitOK {
+		if status := validateOnServer(cfg, templates.Entries(sets), *kubeconfig, *controllerAccount, stdout, stderr); status != exitOK {
 			return status
 		}
 	}
@@ -67,8 +70,9 @@ func validateCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // validateOnServer dry-runs cfg's generated CRDs against the API server
-// of kubeconfig.
-func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig string, stdout, stderr io.Writer) int {
+// of kubeconfig, and asks it whether account (stencil's) may impersonate
+// each identity the entries name (checkImpersonation).
+func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig, account string, stdout, stderr io.Writer) int {
 	restConfig, err := controller.ClientConfig(kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil validate: loading kubeconfig: %v\n", err)
@@ -92,6 +96,24 @@ func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig str
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: the API server accepts %s (dry run; %d would change)\n", cfg.Path, plural(len(objs), "generated CRD"), len(changes))
+	if !slices.ContainsFunc(cfg.Resources, func(r config.Resource) bool { return r.Identity != nil }) {
+		return exitOK
+	}
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil validate: %v\n", err)
+		return exitUsage
+	}
+	refused, err := checkImpersonation(ctx, kube, cfg, account)
+	if err != nil {
+		fmt.Fprintf(stderr, "stencil validate: %v\n", err)
+		return exitUsage
+	}
+	if len(refused) > 0 {
+		fmt.Fprintln(stderr, strings.Join(refused, "\n"))
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%s: %s may impersonate every identity the config names\n", cfg.Path, account)
 	return exitOK
 }
 

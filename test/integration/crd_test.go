@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"stencil.dev/stencil/config"
@@ -491,4 +493,67 @@ func TestValidateServer(t *testing.T) {
 			t.Logf("%s: %s", c.name, strings.TrimSpace(out))
 		}
 	}
+}
+
+// TestValidateServerIdentity: validate --server asks whether stencil's
+// account may impersonate each identity the config names. An account
+// bound to impersonate the tenant's builder but not the platform's
+// writer is refused, naming the entry, the identity and the missing
+// verbs; once it may impersonate both, validate passes.
+func TestValidateServerIdentity(t *testing.T) {
+	cfg := restConfig(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	kubeconfig := os.Getenv("KUBECONFIG")
+	ns := fmt.Sprintf("it-validate-%d", time.Now().UnixNano()%100000)
+	config := gadgetConfig("v1", "") + `    identity: {tenant: builder}
+  - group: gen.stencil.dev
+    version: v1
+    resource: widgets
+    kind: Widget
+    schema:
+      spec:
+        image: string | required=true minLength=1
+    templates: [deployment.yaml.tmpl]
+    identity: {serviceAccount: writer, namespace: platform}
+`
+	path := writeConfig(t, t.TempDir(), config)
+	role := func(names ...string) {
+		t.Helper()
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: names, Verbs: []string{"get", "impersonate"}}}}
+		if _, err := kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+			_, err = kube.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	role("builder")
+	t.Cleanup(func() { _ = kube.RbacV1().ClusterRoles().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "stencil"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	validate := func() (int, string) {
+		return runTool(t, "stencil", "", "validate", "--config", path, "--server", "--kubeconfig", kubeconfig, "--controller-account", ns+"/stencil")
+	}
+	status, out := validate()
+	want := "identity serviceAccount platform/writer: system:serviceaccount:" + ns + ":stencil may not get or impersonate ServiceAccount writer in namespace platform"
+	if status != 2 || !strings.Contains(out, want) || strings.Contains(out, "ServiceAccount builder") {
+		t.Fatalf("validate --server with writer not impersonable: exit %d, want 2 and %q, and nothing of builder:\n%s", status, want, out)
+	}
+	t.Logf("refused:\n%s", out)
+	role("builder", "writer")
+	poll(t, 30*time.Second, "validate --server to pass once stencil may impersonate writer", func() (bool, error) {
+		status, out = validate()
+		return status == 0 && strings.Contains(out, "may impersonate every identity the config names"), nil
+	})
+	t.Logf("passes: %s", strings.TrimSpace(out))
 }
