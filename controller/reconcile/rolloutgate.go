@@ -59,7 +59,7 @@ type rollouts struct {
 // rolloutGate runs before a resource of a rollout entry is rendered. It
 // reads where the resource stands from the caches, and reports whether it
 // may be rendered and applied now; a resource that must wait is left as it
-// is (no write at all), and the writer is told so. It also wakes the
+// is (no write at all), and why is kept on the pass for its outcome. It also wakes the
 // pending resources that free slots can take, and announces a halt.
 func (c *Reconciler) rolloutGate(ctx context.Context, p *pass) bool {
 	entry, key, parent := p.entry, p.key, p.parent
@@ -114,10 +114,8 @@ func (c *Reconciler) rolloutGate(ctx context.Context, p *pass) bool {
 			c.opts.Enqueue(Key{GVR: key.GVR, NamespacedName: k})
 		}
 	}
-	if !admitted {
-		logger.V(4).Info("Rollout: waiting for a slot, children left as they are", "revision", revision)
-		_ = c.finish(ctx, p, Outcome{Key: key, Parent: parent, Held: held}, nil) // nil: nothing to patch
-	}
+	// The sync's one outcome says so (finish).
+	p.held = held
 	return admitted
 }
 

@@ -291,3 +291,49 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 	must(t, g.Write(&m))
 	return m.GetGauge().GetValue()
 }
+
+// countingWriter records every outcome a sync reports.
+type countingWriter struct {
+	Writer
+	outcomes *[]Outcome
+}
+
+// Synced implements Writer.
+func (w countingWriter) Synced(o Outcome) { *w.outcomes = append(*w.outcomes, o) }
+
+// TestOneOutcomePerSync: each sync reports exactly one outcome, for a
+// resource the rollout admits, one it holds, and one it holds in a plan
+// (PlanHeld: rendered all the same, the one outcome carrying both why it
+// is held and what it rendered). A held plan reported twice before.
+func TestOneOutcomePerSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	spec := map[string]any{"image": "nginx:1.27", "replicas": int64(1), "port": int64(80)}
+	f := newFixture(t)
+	f.config = "testdata/stencil-rollout.yaml"
+	for _, name := range []string{"a", "b", "c"} {
+		p, ch := converged(t, webapp(name, spec))
+		f.cache = append(f.cache, p)
+		f.cache = append(f.cache, ch...)
+	}
+	f.newReconciler(ctx)
+	var got []Outcome
+	f.c.writer = countingWriter{Writer: f.c.writer, outcomes: &got}
+	for _, c := range []struct {
+		name     string
+		planHeld bool
+		held     bool
+	}{{"a", false, false}, {"b", false, true}, {"c", true, true}} {
+		got = nil
+		f.c.opts.PlanHeld = c.planHeld
+		f.syncActions(ctx, c.name)
+		if len(got) != 1 {
+			t.Fatalf("%s: %d outcomes reported, want 1: %+v", c.name, len(got), got)
+		}
+		if (got[0].Held != "") != c.held {
+			t.Errorf("%s: held %q, want held %v", c.name, got[0].Held, c.held)
+		}
+		if rendered := got[0].Render != nil; rendered != (!c.held || c.planHeld) {
+			t.Errorf("%s: rendered %v (held %v, plan %v)", c.name, rendered, c.held, c.planHeld)
+		}
+	}
+}

@@ -66,6 +66,9 @@ type pass struct {
 	// children writes the children, as as; set by writeAs before the
 	// first write.
 	children ChildWriter
+	// held says why a rollout holds the resource (rolloutGate); every
+	// outcome of the pass carries it.
+	held string
 }
 
 // Sync reconciles one custom resource. It reads only from the caches, writes
@@ -120,8 +123,10 @@ func (c *Reconciler) Sync(ctx context.Context, key Key) error {
 		return c.finish(ctx, p, Outcome{Key: key, Parent: parent, Held: "Paused: " + msg, Paused: true}, status.Paused(parent, msg))
 	}
 	if entry.Res.Rollout != nil && !c.rolloutGate(ctx, p) && !c.opts.PlanHeld {
-		// Not moved to the new templates yet: left exactly as it is.
-		return nil
+		// Not moved to the new templates yet: left exactly as it is,
+		// nothing to patch.
+		klog.FromContext(ctx).V(4).Info("Rollout: waiting for a slot, children left as they are", "revision", entry.Set.Revision())
+		return c.finish(ctx, p, Outcome{Key: key, Parent: parent}, nil)
 	}
 
 	return c.renderAndConverge(ctx, p)
@@ -278,12 +283,16 @@ func (c *Reconciler) setStatus(ctx context.Context, p *pass, out status.Outcome,
 	return c.finish(ctx, p, Outcome{Key: p.key, Parent: p.parent, Render: p.render, Status: out, Unchanged: unchanged}, status.Desired(p.parent, out))
 }
 
-// finish is the one place a sync's outcome leaves the reconciler, and the
-// only caller of patchStatus: the writer is told where the sync came to
+// finish is the one place a sync's outcome leaves the reconciler, once per
+// sync, and the only caller of patchStatus: the writer is told where the
+// sync came to (with why a rollout holds it, p.held)
 // (what "stencil diff" records), then the status want is patched, unless
 // want is nil (a first status deferred until the new children report, a
 // resource a rollout holds as it is).
 func (c *Reconciler) finish(ctx context.Context, p *pass, o Outcome, want map[string]any) error {
+	if o.Held == "" {
+		o.Held = p.held
+	}
 	c.writer.Synced(o)
 	if want == nil {
 		return nil
