@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/controller/reconcile/memory"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/requeue"
 )
@@ -30,48 +30,6 @@ import (
 
 // serviceAccounts is the resource of an identity's account.
 var serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
-
-// accountTTL is how long an identity's ServiceAccount, once read, is taken
-// to exist without being read again: a converged resync of many resources
-// of one tenant costs one GET per account and TTL, not one per resource.
-// An account deleted meanwhile is reported IdentityNotFound at the first
-// sync after the TTL; until then its writes are checked against whatever
-// RBAC still names its user.
-const accountTTL = 30 * time.Second
-
-// accounts remembers the ServiceAccounts found to exist, by user, for
-// accountTTL. An account found missing is not remembered: it is read again
-// at the next sync.
-type accounts struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
-}
-
-// fresh reports whether user's account was read within accountTTL.
-func (a *accounts) fresh(user string, now time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, ok := a.seen[user]
-	return ok && now.Sub(t) < accountTTL
-}
-
-// saw records that user's account exists, dropping what expired once the
-// memo grows (bounded by the accounts read within a TTL).
-func (a *accounts) saw(user string, now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.seen == nil {
-		a.seen = map[string]time.Time{}
-	}
-	if len(a.seen) >= 1024 {
-		for u, t := range a.seen {
-			if now.Sub(t) >= accountTTL {
-				delete(a.seen, u)
-			}
-		}
-	}
-	a.seen[user] = now
-}
 
 // identityError is an identity whose ServiceAccount does not exist.
 type identityError struct {
@@ -108,7 +66,7 @@ func (c *Reconciler) writeAs(ctx context.Context, p *pass) error {
 		return fmt.Errorf("identity %s: %s is cluster-scoped, so it has no namespace of a tenant's account; use {serviceAccount, namespace}", id, p.key.Name)
 	}
 	ns, name := id.Account(p.parent.GetNamespace())
-	if now := time.Now(); !c.accounts.fresh(p.as, now) {
+	if now := time.Now(); !c.memory.Accounts.Fresh(p.as, now) {
 		_, err := c.opts.Dynamic.Resource(serviceAccounts).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -116,13 +74,13 @@ func (c *Reconciler) writeAs(ctx context.Context, p *pass) error {
 		case err != nil:
 			return fmt.Errorf("identity %s: reading ServiceAccount %s/%s: %w", id, ns, name, err)
 		}
-		c.accounts.saw(p.as, now)
+		c.memory.Accounts.Saw(p.as, now)
 	}
 	w, err := c.writer.As(p.as)
 	if err != nil {
 		return err
 	}
-	p.children = identityWriter{ChildWriter: w, user: p.as, refusals: &c.refusals, recheck: c.opts.IdentityRecheck}
+	p.children = identityWriter{ChildWriter: w, user: p.as, refusals: &c.memory.IdentityRefusals, recheck: c.opts.IdentityRecheck}
 	return nil
 }
 
@@ -141,7 +99,7 @@ func (c *Reconciler) identityFailed(ctx context.Context, p *pass, err error) err
 type forbiddenError struct {
 	user, verb, kind, namespace, name string
 	err                               error
-	// until is when the write is sent again (refusals).
+	// until is when the write is sent again (memory.IdentityRefusals).
 	until time.Time
 }
 
@@ -149,7 +107,7 @@ type forbiddenError struct {
 // namespace first, then why, in the API server's words without the
 // object's name (forbiddenDetail), so that every resource refused the
 // same write reports the same text, whichever of them the API server
-// answered (refusals).
+// answered (memory.IdentityRefusals).
 func (e *forbiddenError) Error() string {
 	return fmt.Sprintf("%s may not %s %s in namespace %s (%s/%s): %s", e.user, e.verb, e.kind, e.namespace, e.kind, e.name, forbiddenDetail(e.err))
 }
@@ -174,65 +132,14 @@ func isForbidden(err error) bool {
 	return errors.As(err, new(*forbiddenError))
 }
 
-// refusalKey is one kind of write as one user: what RBAC answers alike for
-// every object of the resource in the namespace.
-type refusalKey struct {
-	user, verb string
-	resource   schema.GroupResource
-	namespace  string
-}
-
-// refusals remembers the writes the API server refused an identity, for
-// IdentityRecheck: a write of the same kind, as the same user, in the same
-// namespace, fails from memory without a request until then. A thousand
-// resources of a tenant whose account may not create Services cost one
-// refused request per recheck, not a thousand.
-type refusals struct {
-	mu sync.Mutex
-	by map[refusalKey]refusal
-}
-
-// refusal is what the API server answered, and until when it stands.
-type refusal struct {
-	err   error
-	until time.Time
-}
-
-// get returns the refusal of k still standing at now.
-func (r *refusals) get(k refusalKey, now time.Time) (refusal, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f, ok := r.by[k]
-	return f, ok && now.Before(f.until)
-}
-
-// set remembers err for k until until, dropping what expired once the
-// memo grows.
-func (r *refusals) set(k refusalKey, err error, until time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.by == nil {
-		r.by = map[refusalKey]refusal{}
-	}
-	if len(r.by) >= 1024 {
-		now := time.Now()
-		for key, f := range r.by {
-			if !now.Before(f.until) {
-				delete(r.by, key)
-			}
-		}
-	}
-	r.by[k] = refusal{err: err, until: until}
-}
-
 // identityWriter is the ChildWriter of a pass with an identity: the
 // impersonating writer, whose Forbidden answers become forbiddenErrors
 // naming the user, verb, kind and namespace, and are remembered
-// (refusals) so that the same write is not sent again before the recheck.
+// (memory.IdentityRefusals) so that the same write is not sent again before the recheck.
 type identityWriter struct {
 	ChildWriter
 	user     string
-	refusals *refusals
+	refusals *memory.IdentityRefusals
 	recheck  time.Duration
 }
 
@@ -259,24 +166,24 @@ func (w identityWriter) Delete(ctx context.Context, parent *unstructured.Unstruc
 // namespace's, which refuses with Forbidden too) is remembered and
 // returned as a forbiddenError.
 func (w identityWriter) write(verb string, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, send func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
-	k := refusalKey{user: w.user, verb: verb, resource: gvr.GroupResource(), namespace: obj.GetNamespace()}
+	k := memory.WriteKey{User: w.user, Verb: verb, Resource: gvr.GroupResource(), Namespace: obj.GetNamespace()}
 	kind := obj.GetKind()
 	if kind == "" {
 		kind = gvr.Resource
 	}
-	refused := func(f refusal) error {
-		return &forbiddenError{user: w.user, verb: verb, kind: kind, namespace: obj.GetNamespace(), name: obj.GetName(), err: f.err, until: f.until}
+	refused := func(f memory.Refused) error {
+		return &forbiddenError{user: w.user, verb: verb, kind: kind, namespace: obj.GetNamespace(), name: obj.GetName(), err: f.Err, until: f.Until}
 	}
 	now := time.Now()
-	if f, ok := w.refusals.get(k, now); ok {
+	if f, ok := w.refusals.Get(k, now); ok {
 		return nil, refused(f)
 	}
 	out, err := send()
 	if !apierrors.IsForbidden(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		return out, err
 	}
-	f := refusal{err: err, until: now.Add(w.recheck)}
-	w.refusals.set(k, f.err, f.until)
+	f := memory.Refused{Err: err, Until: now.Add(w.recheck)}
+	w.refusals.Set(k, f)
 	return nil, refused(f)
 }
 

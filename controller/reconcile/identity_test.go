@@ -16,6 +16,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	"stencil.dev/stencil/controller/reconcile/memory"
 	"stencil.dev/stencil/controller/reconcile/status"
 	"stencil.dev/stencil/controller/requeue"
 )
@@ -174,8 +175,8 @@ func TestIdentityRefusalIsRemembered(t *testing.T) {
 		t.Errorf("the two refusals differ beyond the child's name:\n%s\n%s", messages["a"], messages["b"])
 	}
 	// The recheck is due: the refusal is taken to have expired.
-	f.c.refusals.set(refusalKey{user: builderUser, verb: "create", resource: schema.GroupResource{Group: "apps", Resource: "deployments"}, namespace: "ns"},
-		errors.New("x"), time.Now())
+	f.c.memory.IdentityRefusals.Set(memory.WriteKey{User: builderUser, Verb: "create", Resource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespace: "ns"},
+		memory.Refused{Err: errors.New("x"), Until: time.Now()})
 	if err := f.c.Sync(ctx, key("b")); !isForbidden(err) || sent != 2 {
 		t.Errorf("after the recheck: Sync = %v with %d applies sent, want Forbidden again with 2", err, sent)
 	}

@@ -115,10 +115,6 @@ type Reconciler struct {
 	// observingKinds are the owner kinds whose children the caches keep
 	// whole, for templates that read them (livechildren.go).
 	observingKinds *observingKinds
-	// accounts remembers the identities' ServiceAccounts found to exist.
-	accounts accounts
-	// refusals remembers the writes the identities were refused.
-	refusals refusals
 }
 
 // New builds a Reconciler, with Options' defaults applied.

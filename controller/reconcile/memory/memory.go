@@ -1,8 +1,9 @@
 // Package memory holds what the reconciler remembers of each custom
 // resource between its syncs: the fight guard's budget, the last status
 // sent, the children the API server refused, the render that failed, the
-// chart hooks already warned of, the namespaces found terminating and the
-// dry runs that agreed.
+// chart hooks already warned of, the namespaces found terminating, the
+// dry runs that agreed, and the identities' accounts found and writes
+// refused.
 //
 // The choice a newcomer may question: all of it is memos and rate limits,
 // kept in memory only and never read back from the cluster. Losing it (a
@@ -169,6 +170,10 @@ type Memory struct {
 	LostWorkers    LostWorkers
 	Terminating    Terminating
 	DryRuns        DryRuns
+	// Accounts and IdentityRefusals are the identities' memos, shared by
+	// every resource of an entry (identities.go).
+	Accounts         Accounts
+	IdentityRefusals IdentityRefusals
 }
 
 // New makes an empty Memory whose fight guard allows burst corrections,
