@@ -7,8 +7,8 @@
 // render stops at the first step past its bound:
 //
 //   - The engine's rewrite makes every range iteration and every
-//     template body start with a call of StepFunc (StepAction, priced by
-//     TurnCost: steps.go), and turns template calls into include, whose
+//     template body start with a call of StepFunc (StepRun, StepTurn:
+//     steps.go), and turns template calls into include, whose
 //     nesting is bounded: a loop or a recursion costs a step per turn,
 //     whatever its body.
 //   - Every function a template may call is wrapped (Wrap): each call

@@ -413,7 +413,7 @@ func (p *printer) funcs(helm, perRender template.FuncMap) template.FuncMap {
 		m[name] = func(args ...any) (any, error) { return p.call("", name, args, real[name]) }
 	}
 	layouts := map[string]any{}
-	for _, name := range []string{"indent", "nindent", "quote", "squote"} {
+	for _, name := range engine.Layouts() {
 		layouts[layoutPrefix+name] = m[name]
 		switch f := m[name].(type) {
 		case func(int, string) string:
