@@ -237,7 +237,7 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 	fm := funcs.Hermetic()
 	maps.Copy(fm, extra)
 	if budgeted {
-		t.Funcs(budget.Wrap(fm, &st.meter, measuredFuncs))
+		t.Funcs(budget.Wrap(fm, &st.meter))
 	} else {
 		t.Funcs(extra)
 		limits := st.meter.Limits()
@@ -439,10 +439,10 @@ func (st *State) Resolve(s string) string { return resolve(s, st) }
 func (st *State) Meter() *budget.Meter { return &st.meter }
 
 // Budgeted returns fm wrapped to count against st's render budget, as
-// Bind wraps stencil's own (budget.Wrap, with the functions that copy
-// their arguments measured), plus the step function the rewrite calls.
+// Bind wraps stencil's own (budget.Wrap, each function at its price in
+// the policy table), plus the step function the rewrite calls.
 func Budgeted(fm template.FuncMap, st *State) template.FuncMap {
-	return budget.Wrap(fm, &st.meter, measuredFuncs)
+	return budget.Wrap(fm, &st.meter)
 }
 
 // RecordHelmText records that where a chart's serialiser (toYaml,
