@@ -2,7 +2,6 @@ package engine
 
 import (
 	"reflect"
-	"slices"
 	"strings"
 	"text/template"
 	"unsafe"
@@ -77,37 +76,7 @@ func (t *Taint) String(s string) string {
 }
 
 // Value returns a copy of v with every string, keys included, tainted.
-func (t *Taint) Value(v any) any {
-	switch v := v.(type) {
-	case string:
-		return t.String(v)
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[t.String(k)] = t.Value(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = t.Value(e)
-		}
-		return out
-	case []string:
-		out := make([]string, len(v))
-		for i, e := range v {
-			out[i] = t.String(e)
-		}
-		return out
-	case map[string]string:
-		out := make(map[string]string, len(v))
-		for k, e := range v {
-			out[t.String(k)] = t.String(e)
-		}
-		return out
-	}
-	return v
-}
+func (t *Taint) Value(v any) any { return mapStrings(v, t.String, false) }
 
 // Arg is a function's string argument as the function must see it: its
 // placeholders resolved to their text, tainted (every placeholder of a
@@ -285,78 +254,22 @@ func (t *Taint) wrapReflect(fn any) any {
 // with placeholders does not: it is structure the chart made, with the
 // tenant's text placed (a function that resolves them taints what it
 // gets, see Arg).
-func (t *Taint) Holds(v any) bool {
-	switch v := v.(type) {
-	case string:
-		return t.Of(v)
-	case map[string]any:
-		for k, e := range v {
-			if t.Of(k) || t.Holds(e) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range v {
-			if t.Holds(e) {
-				return true
-			}
-		}
-	case []string:
-		return slices.ContainsFunc(v, t.Of)
-	case map[string]string:
-		for k, e := range v {
-			if t.Of(k) || t.Of(e) {
-				return true
-			}
-		}
-	}
-	return false
-}
+func (t *Taint) Holds(v any) bool { return anyString(v, t.Of) }
 
 // Placeholders returns v for a serialiser: a copy with each tainted
 // string, keys included, a quoted placeholder (QuotePlaceholders quotes
-// it in YAML), or v itself when it holds none.
+// it in YAML), numbered in the order of the keys, or v itself when it
+// holds none.
 func (st *State) Placeholders(v any, t *Taint) any {
 	if !t.Holds(v) {
 		return v
 	}
-	switch v := v.(type) {
-	case string:
-		return st.token(kindYAMLQuoted, v, "")
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		// Sorted, so that the placeholders number in the order of the
-		// keys: a serialiser sorts a map by its keys, here placeholders,
-		// and numbered in Go's map order they would write the tenant's
-		// keys in another order on every render.
-		for _, k := range slices.Sorted(mapKeys(v)) {
-			e := v[k]
-			if t.Of(k) {
-				k = st.token(kindYAMLQuoted, k, "")
-			}
-			out[k] = st.Placeholders(e, t)
+	return mapStrings(v, func(s string) string {
+		if !t.Of(s) {
+			return s
 		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = st.Placeholders(e, t)
-		}
-		return out
-	case []string:
-		l := make([]any, len(v))
-		for i, e := range v {
-			l[i] = e
-		}
-		return st.Placeholders(l, t)
-	case map[string]string:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[k] = e
-		}
-		return st.Placeholders(m, t)
-	}
-	return v
+		return st.token(kindYAMLQuoted, s, "")
+	}, true)
 }
 
 // QuotePlaceholders quotes each of the render's placeholders in s, YAML a
