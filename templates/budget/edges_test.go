@@ -143,7 +143,7 @@ func TestCallsCostTheirInputs(t *testing.T) {
 	}
 	// Through the wrapped function a template calls.
 	m := NewMeter(Limits(config.RenderBudget{}.WithDefaults()))
-	has := Wrap(sprig.TxtFuncMap(), &m)["has"].(func(any, any) bool)
+	has := Wrap(sprig.TxtFuncMap(), &m, nil)["has"].(func(any, any) bool)
 	calls := 0
 	func() {
 		defer func() { _ = recover() }()

@@ -236,7 +236,7 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 	fm := funcs.Hermetic()
 	maps.Copy(fm, extra)
 	if budgeted {
-		t.Funcs(budget.Wrap(fm, &st.meter))
+		t.Funcs(budget.Wrap(fm, &st.meter, nil))
 	} else {
 		t.Funcs(extra)
 		limits := st.meter.Limits()
@@ -400,9 +400,14 @@ func (st *State) Meter() *budget.Meter { return &st.meter }
 
 // Budgeted returns fm wrapped to count against st's render budget, as
 // Bind wraps stencil's own (budget.Wrap, each function at its price in
-// the policy table), plus the step function the rewrite calls.
-func Budgeted(fm template.FuncMap, st *State) template.FuncMap {
-	return budget.Wrap(fm, &st.meter)
+// the policy table), plus the step function the rewrite calls; with a
+// taint (chart mode), each also carries the taint of the text it is
+// given, in the same wrapper.
+func Budgeted(fm template.FuncMap, st *State, taint *Taint) template.FuncMap {
+	if taint == nil {
+		return budget.Wrap(fm, &st.meter, nil)
+	}
+	return budget.Wrap(fm, &st.meter, taint)
 }
 
 // RecordHelmText records that where a chart's serialiser (toYaml,

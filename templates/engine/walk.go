@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"iter"
 	"maps"
 	"slices"
 )
@@ -54,7 +53,13 @@ func mapStrings(v any, f func(string) string, sorted bool) any {
 		return f(v)
 	case map[string]any:
 		out := make(map[string]any, len(v))
-		for k := range keys(v, sorted) {
+		if !sorted {
+			for k, e := range v {
+				out[f(k)] = mapStrings(e, f, sorted)
+			}
+			return out
+		}
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			out[f(k)] = mapStrings(v[k], f, sorted)
 		}
 		return out
@@ -72,18 +77,16 @@ func mapStrings(v any, f func(string) string, sorted bool) any {
 		return out
 	case map[string]string:
 		out := make(map[string]string, len(v))
-		for k := range keys(v, sorted) {
+		if !sorted {
+			for k, e := range v {
+				out[f(k)] = f(e)
+			}
+			return out
+		}
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			out[f(k)] = f(v[k])
 		}
 		return out
 	}
 	return v
-}
-
-// keys yields m's keys, sorted or in Go's map order (without a copy).
-func keys[V any](m map[string]V, sorted bool) iter.Seq[string] {
-	if sorted {
-		return slices.Values(slices.Sorted(maps.Keys(m)))
-	}
-	return maps.Keys(m)
 }
