@@ -394,16 +394,24 @@ func (w *wrapper) reflect(fn any) any {
 		}
 		out, err := w.reflectCall(fv, ft, in)
 		if err != nil {
-			if !returnsErr {
-				panic(err)
-			}
-			out = []reflect.Value{reflect.Zero(ft.Out(0)), reflect.ValueOf(&err).Elem()}
+			out = fail(ft, returnsErr, err)
 		}
 		if w.taint != nil {
 			w.reflectResult(out, strArg, others)
 		}
 		return out
 	}).Interface()
+}
+
+// fail is what a call of a function of type ft returns when its check
+// fails: the error where it returns one, else a panic, which
+// text/template turns into the call's error. (err is a parameter so that
+// only a failing call puts it on the heap.)
+func fail(ft reflect.Type, returnsErr bool, err error) []reflect.Value {
+	if !returnsErr {
+		panic(err)
+	}
+	return []reflect.Value{reflect.Zero(ft.Out(0)), reflect.ValueOf(&err).Elem()}
 }
 
 // reflectArgs resolves the string arguments in (Arg), and returns
