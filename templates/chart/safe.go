@@ -23,7 +23,8 @@ import (
 //
 //   - Every string of the spec, keys included, is tainted (engine.Taint:
 //     its bytes live in the render's arena), and every function the chart
-//     calls is wrapped once (budget.Wrap) to taint what it makes of tainted text.
+//     calls is wrapped once (budget.Wrap) to taint what it makes of
+//     tainted text.
 //   - A printing action whose text is tainted prints it as Helm does when
 //     YAML could read it as nothing but text, and as a placeholder
 //     otherwise, which lands as one scalar (package engine's placement).
