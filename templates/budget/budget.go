@@ -7,8 +7,8 @@
 // render stops at the first step past its bound:
 //
 //   - The engine's rewrite makes every range iteration and every
-//     template body start with a call of StepFunc (StepAction, priced by
-//     TurnCost: steps.go), and turns template calls into include, whose
+//     template body start with a call of StepFunc (StepRun, StepTurn:
+//     steps.go), and turns template calls into include, whose
 //     nesting is bounded: a loop or a recursion costs a step per turn,
 //     whatever its body.
 //   - Every function a template may call is wrapped (Wrap): each call
@@ -37,9 +37,10 @@ import (
 	"regexp/syntax"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 	"unicode/utf8"
+
+	"stencil.dev/stencil/templates/funcs"
 )
 
 // StepFunc is the internal function the rewrite calls at the start of
@@ -72,9 +73,6 @@ type Meter struct {
 	deadline   time.Time
 	ticks      uint32
 	sinceClock int64
-	// measured says, per function name, that each argument is measured
-	// before a call and how many bytes it may write for one (see Wrap).
-	measured map[string]int64
 }
 
 // NewMeter returns a Meter of limits.
@@ -242,8 +240,9 @@ func (meter *Meter) Measured(name string, v any) error {
 	// An indenting serialiser writes each entry's depth again as
 	// indentation: a value nested 5,000 deep around 100,000 strings is
 	// 330 KB of JSON and a gigabyte of YAML.
+	price := funcs.PriceOf(name)
 	indent := int64(0)
-	if indenting[name] {
+	if price.Indents {
 		indent = 2
 	}
 	var walk func(v any, depth int) bool
@@ -305,12 +304,8 @@ func (meter *Meter) Measured(name string, v any) error {
 	}
 	// A serialiser's work is per node as much as per byte; YAML's (through
 	// JSON, then a node tree) several times JSON's.
-	return meter.Charge(satMul(size/64+nodes, max(serialiserWeight[name], 1)))
+	return meter.Charge(satMul(size/64+nodes, max(price.Weight, 1)))
 }
-
-// indenting are the serialisers that indent each level of nesting.
-var indenting = map[string]bool{"toYaml": true, "mustToYaml": true, "toYamlPretty": true,
-	"toPrettyJson": true, "mustToPrettyJson": true}
 
 // guard checks a call before it runs; args are the call's arguments.
 type guard func(meter *Meter, name string, args []any) error
@@ -749,64 +744,9 @@ func str(a []any, i int) string {
 	return fmt.Sprint(a[i])
 }
 
-// Wrap returns funcs with every function wrapped to count its
-// steps into meter, check its arguments (guards, and measured: the
-// functions that write out or copy their arguments whole, with how many
-// bytes they may write for one) and bound its result. The builtins that can write large text (print, printf, println,
-// html, js, urlquery) are replaced by counted ones too; and and or keep
-// their short-circuit as builtins, and cost what their arguments cost.
-func Wrap(funcs template.FuncMap, meter *Meter, measured map[string]int64) template.FuncMap {
-	meter.measured = measured
-	out := make(template.FuncMap, len(funcs)+8)
-	for name, fn := range funcs {
-		out[name] = wrapFunc(meter, name, fn)
-	}
-	for name, fn := range map[string]any{
-		"print": fmt.Sprint, "printf": fmt.Sprintf, "println": fmt.Sprintln,
-		"html": template.HTMLEscaper, "js": template.JSEscaper, "urlquery": template.URLQueryEscaper,
-	} {
-		out[name] = wrapFunc(meter, name, fn)
-	}
-	out[StepFunc] = func(n int) (string, error) { return "", meter.Charge(int64(n)) }
-	out[StepTextFunc] = func(n, text int) (string, error) {
-		if err := meter.Output(int64(text)); err != nil {
-			return "", err
-		}
-		return "", meter.Charge(int64(n))
-	}
-	return out
-}
-
-// serialiserWeight is how many times a copy's work the serialisers do
-// per node and byte they write: YAML's (through JSON, then a node tree, and
-// an emitter) about a step per 4 bytes of long text, 16 times a copy.
-var serialiserWeight = map[string]int64{"toYaml": 16, "mustToYaml": 16, "toYamlPretty": 16, "toToml": 8, "mustToToml": 8}
-
-// perByte are the functions whose work per byte of their text arguments
-// is far above a copy's (parsers, regular expressions): a step per so many
-// bytes, where other functions cost a step per 64: a step is about 0.5 µs
-// of work on a 2-core machine, whatever the function.
-var perByte = map[string]int64{
-	"fromYaml": 2, "fromYamlArray": 2, "fromJson": 4, "fromJsonArray": 4, "fromToml": 2,
-	"regexMatch": 8, "mustRegexMatch": 8, "regexFind": 8, "mustRegexFind": 8, "regexFindAll": 8, "mustRegexFindAll": 8,
-	"regexReplaceAll": 8, "mustRegexReplaceAll": 8, "regexReplaceAllLiteral": 8, "mustRegexReplaceAllLiteral": 8,
-	"regexSplit": 8, "mustRegexSplit": 8, "semverCompare": 8, "semver": 8,
-}
-
-// fixedCost are the deliberately slow functions (key stretching, key
-// generation), charged what one call takes on a 2-core machine, in steps
-// of about 0.5 µs: derivePassword is scrypt at about 0.2 s a call, so a
-// default budget affords a few calls, not one per user of a list.
-var fixedCost = map[string]int64{
-	"derivePassword": 500_000, "bcrypt": 150_000, "htpasswd": 150_000,
-	"genPrivateKey": 1_200_000, "genCA": 400_000, "genCAWithKey": 400_000,
-	"genSelfSignedCert": 400_000, "genSelfSignedCertWithKey": 400_000,
-	"genSignedCert": 400_000, "genSignedCertWithKey": 400_000,
-}
-
 // ArgCost is what an argument costs a call, whatever the function does
-// with it: a step per list item or map entry and per 64 bytes of text
-// (div bytes for the functions of perByte). A function that scans its
+// with it: a step per list item or map entry and per div bytes of text
+// (64, or the function's funcs.Price.PerByte). A function that scans its
 // input (has, contains, join, b64enc, sha256sum) pays for the scan, so a
 // call inside a loop costs what it does, not one step.
 func ArgCost(v any, div int64) int64 {
@@ -839,17 +779,18 @@ func (meter *Meter) Before(name string, args ...any) error { return meter.before
 
 // before runs the checks of a call of name with args.
 func (meter *Meter) before(name string, args []any) error {
-	return meter.beforeCall(name, meter.measured[name], guards[name], args)
+	return meter.beforeCall(name, funcs.PriceOf(name), guards[name], args)
 }
 
-// beforeCall is before with name's entries of measured and guards,
-// looked up once when the function is wrapped.
-func (meter *Meter) beforeCall(name string, measure int64, g guard, args []any) error {
-	cost := 1 + fixedCost[name]
-	div := perByte[name]
+// beforeCall is before with name's price and guard, looked up once when
+// the function is wrapped.
+func (meter *Meter) beforeCall(name string, price funcs.Price, g guard, args []any) error {
+	cost := 1 + price.Fixed
+	div := price.PerByte
 	if div == 0 {
 		div = 64
 	}
+	measure := price.Writes
 	for _, a := range args {
 		cost = satAdd(cost, ArgCost(a, div))
 	}
@@ -878,243 +819,4 @@ func (meter *Meter) beforeCall(name string, measure int64, g guard, args []any) 
 		return g(meter, name, args)
 	}
 	return nil
-}
-
-// mustNot panics with err: the wrapped functions of the common signatures
-// return no error, and text/template turns a function's panic into its
-// error, with the template and line.
-func mustNot(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
-// wrapFunc wraps fn (see Wrap). The common signatures get a typed
-// wrapper, which charges what its arguments cost (ArgCost) without
-// boxing them; the functions with checks (measured, guarded, priced per
-// byte or fixed) and the rest go through beforeCall.
-func wrapFunc(meter *Meter, name string, fn any) any {
-	measure, g := meter.measured[name], guards[name]
-	if measure > 0 || g != nil || perByte[name] > 0 || fixedCost[name] > 0 {
-		return wrapChecked(meter, name, fn, measure, g)
-	}
-	switch f := fn.(type) {
-	case func(string) string:
-		return func(s string) string {
-			mustNot(meter.Charge(1 + int64(len(s))/64))
-			r := f(s)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any) string:
-		return func(v any) string {
-			mustNot(meter.Charge(1 + ArgCost(v, 64)))
-			r := f(v)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any) (string, error):
-		return func(v any) (string, error) {
-			if err := meter.Charge(1 + ArgCost(v, 64)); err != nil {
-				return "", err
-			}
-			r, err := f(v)
-			if err != nil {
-				return r, err
-			}
-			return r, meter.chargeResult(name, r)
-		}
-	case func(int, string) string:
-		return func(n int, s string) string {
-			mustNot(meter.Charge(1 + int64(len(s))/64))
-			r := f(n, s)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(string, string) string:
-		return func(a, b string) string {
-			mustNot(meter.Charge(1 + int64(len(a)+len(b))/64))
-			r := f(a, b)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(...any) string:
-		return func(args ...any) string {
-			mustNot(meter.before(name, args))
-			r := f(args...)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any, ...any) any:
-		return func(v any, args ...any) any {
-			cost := 1 + ArgCost(v, 64)
-			for _, a := range args {
-				cost = satAdd(cost, ArgCost(a, 64))
-			}
-			mustNot(meter.Charge(cost))
-			r := f(v, args...)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any, string) bool:
-		return func(v any, s string) bool {
-			mustNot(meter.Charge(1 + ArgCost(v, 64) + int64(len(s))/64))
-			return f(v, s)
-		}
-	case func(any, string, any) any:
-		return func(m any, k string, d any) any {
-			mustNot(meter.Charge(1 + int64(len(k))/64))
-			r := f(m, k, d)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any) int64:
-		return func(v any) int64 {
-			mustNot(meter.Charge(1))
-			return f(v)
-		}
-	case func(string, any) (any, error):
-		return func(s string, v any) (any, error) {
-			if err := meter.Charge(1 + int64(len(s))/64); err != nil {
-				return nil, err
-			}
-			return f(s, v)
-		}
-	case func(string, ...any) string:
-		return func(format string, args ...any) string {
-			mustNot(meter.Charge(1 + int64(len(format))/64))
-			for _, v := range args {
-				mustNot(meter.Measured(name, v))
-			}
-			mustNot(checkFormat(meter, name, format, args))
-			r := f(format, args...)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(string, string, string) string:
-		return func(a, b, c string) string {
-			mustNot(meter.Charge(1 + int64(len(a)+len(b)+len(c))/64))
-			r := f(a, b, c)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	}
-	return wrapReflect(meter, name, fn)
-}
-
-// wrapChecked wraps a function with checks before it runs: the typed
-// forms of the common signatures, the rest through reflection.
-func wrapChecked(meter *Meter, name string, fn any, measure int64, g guard) any {
-	before := func(args ...any) error { return meter.beforeCall(name, measure, g, args) }
-	switch f := fn.(type) {
-	case func(any) string:
-		return func(v any) string {
-			mustNot(before(v))
-			r := f(v)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any) (string, error):
-		return func(v any) (string, error) {
-			if err := before(v); err != nil {
-				return "", err
-			}
-			r, err := f(v)
-			if err != nil {
-				return r, err
-			}
-			return r, meter.chargeResult(name, r)
-		}
-	case func(int, string) string:
-		return func(n int, s string) string {
-			mustNot(before(n, s))
-			r := f(n, s)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(...any) string:
-		return func(args ...any) string {
-			mustNot(before(args...))
-			r := f(args...)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(any, ...any) any:
-		return func(v any, args ...any) any {
-			mustNot(before(append([]any{v}, args...)...))
-			r := f(v, args...)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(string, ...any) string:
-		// printf: its arguments measured, its widths checked.
-		return func(format string, args ...any) string {
-			cost := 1 + fixedCost[name] + int64(len(format))/64
-			for _, v := range args {
-				cost = satAdd(cost, ArgCost(v, 64))
-			}
-			mustNot(meter.Charge(cost))
-			for _, v := range args {
-				mustNot(meter.Measured(name, v))
-			}
-			mustNot(checkFormat(meter, name, format, args))
-			r := f(format, args...)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	case func(string, string, string) string:
-		return func(a, b, c string) string {
-			mustNot(before(a, b, c))
-			r := f(a, b, c)
-			mustNot(meter.chargeResult(name, r))
-			return r
-		}
-	}
-	return wrapReflect(meter, name, fn)
-}
-
-var errorType = reflect.TypeFor[error]()
-
-// wrapReflect wraps a function of any signature.
-func wrapReflect(meter *Meter, name string, fn any) any {
-	fv := reflect.ValueOf(fn)
-	ft := fv.Type()
-	if ft.Kind() != reflect.Func || ft.NumOut() == 0 {
-		return fn
-	}
-	returnsErr := ft.NumOut() == 2 && ft.Out(1) == errorType
-	return reflect.MakeFunc(ft, func(in []reflect.Value) []reflect.Value {
-		args := make([]any, 0, len(in))
-		for i, v := range in {
-			if ft.IsVariadic() && i == len(in)-1 {
-				for j := range v.Len() {
-					args = append(args, v.Index(j).Interface())
-				}
-				continue
-			}
-			args = append(args, v.Interface())
-		}
-		fail := func(err error) []reflect.Value {
-			if !returnsErr {
-				panic(err)
-			}
-			return []reflect.Value{reflect.Zero(ft.Out(0)), reflect.ValueOf(&err).Elem()}
-		}
-		if err := meter.before(name, args); err != nil {
-			return fail(err)
-		}
-		var out []reflect.Value
-		if ft.IsVariadic() {
-			out = fv.CallSlice(in)
-		} else {
-			out = fv.Call(in)
-		}
-		if returnsErr && !out[1].IsNil() {
-			return out
-		}
-		if err := meter.chargeResult(name, out[0].Interface()); err != nil {
-			return fail(err)
-		}
-		return out
-	}).Interface()
 }

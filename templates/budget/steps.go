@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"slices"
 	"strconv"
 	"text/template/parse"
 
@@ -12,15 +13,72 @@ import (
 // so that a loop or a recursion is counted where it turns, whatever its
 // body.
 
-// StepAction is {{ __stencil_step N }}: it prints nothing and counts N
-// steps. The rewrite puts one at the start of every template body and
-// every range turn (TurnCost).
-func StepAction(pos parse.Pos, line int, n int64) *parse.ActionNode {
-	num := &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: n, Text: strconv.FormatInt(n, 10)}
+// StepRun makes each run of the template body root cost a step, the
+// templates it calls included: the rewrite of both template modes puts
+// it at the start of every tree. printed says the mode's writer is not
+// stencil's (chart mode), so the step also counts the literal text the
+// body prints (StepTextFunc).
+func StepRun(root *parse.ListNode, printed bool) {
+	root.Nodes = slices.Insert(root.Nodes, 0, parse.Node(stepAction(root.Pos, 1, 1, literalOf(root, printed))))
+}
+
+// StepTurn makes each turn of range n cost turnCost of its body, whatever
+// the body does; printed as for StepRun. The rewrites call it once n's
+// lists are rewritten, so that the price is that of the text that runs.
+func StepTurn(n *parse.RangeNode, printed bool) {
+	if n.List == nil {
+		n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
+	}
+	n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepAction(n.Pos, n.Line, turnCost(n.List), literalOf(n.List, printed))))
+}
+
+// stepAction is {{ __stencil_step N }}, or {{ __stencil_step_text N B }}
+// where the body prints B bytes of literal text: it prints nothing and
+// counts N steps (and B bytes printed).
+func stepAction(pos parse.Pos, line int, steps, bytes int64) *parse.ActionNode {
+	args := []parse.Node{parse.NewIdentifier(StepFunc).SetPos(pos), number(pos, steps)}
+	if bytes > 0 {
+		args[0] = parse.NewIdentifier(StepTextFunc).SetPos(pos)
+		args = append(args, number(pos, bytes))
+	}
 	return &parse.ActionNode{NodeType: parse.NodeAction, Pos: pos, Line: line, Pipe: &parse.PipeNode{
 		NodeType: parse.NodePipe, Pos: pos, Line: line,
-		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{parse.NewIdentifier(StepFunc).SetPos(pos), num}}},
+		Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: args}},
 	}}
+}
+
+func number(pos parse.Pos, n int64) *parse.NumberNode {
+	return &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: n, Text: strconv.FormatInt(n, 10)}
+}
+
+// literalOf is literal(list) where printed, else 0.
+func literalOf(list *parse.ListNode, printed bool) int64 {
+	if !printed {
+		return 0
+	}
+	return literal(list)
+}
+
+// literal is the bytes of literal text one run of list prints at most:
+// its own and its branches' (a range inside counts its own per turn).
+func literal(list *parse.ListNode) int64 {
+	if list == nil {
+		return 0
+	}
+	var n int64
+	for _, node := range list.Nodes {
+		switch node := node.(type) {
+		case *parse.TextNode:
+			n += int64(len(node.Text))
+		case *parse.IfNode:
+			n += literal(node.List) + literal(node.ElseList)
+		case *parse.WithNode:
+			n += literal(node.List) + literal(node.ElseList)
+		case *parse.RangeNode:
+			n += literal(node.ElseList)
+		}
+	}
+	return n
 }
 
 // builtins are text/template's functions that Wrap does not wrap:
@@ -77,8 +135,8 @@ func cost(list *parse.ListNode) int64 {
 	return n
 }
 
-// TurnCost is what one turn of a range over list costs, known from its
+// turnCost is what one turn of a range over list costs, known from its
 // text: its body, plus the step's own call, which costs what an action does
 // (an empty turn is about 1 µs, two steps, as a busy turn is about 0.5 µs a
 // step).
-func TurnCost(list *parse.ListNode) int64 { return cost(list) + 1 }
+func turnCost(list *parse.ListNode) int64 { return cost(list) + 1 }

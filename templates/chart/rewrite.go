@@ -49,8 +49,8 @@ const (
 	// literalFunc is the text of a tpl given tenant text: it prints the
 	// text, it does not run it.
 	literalFunc = "__chart_literal"
-	// layoutPrefix names stencil's copies of indent, nindent, quote and
-	// squote where they lay out what valueFunc printed.
+	// layoutPrefix names stencil's copies of the layout functions
+	// (engine.Layouts) where they lay out what valueFunc printed.
 	layoutPrefix = "__chart_layout_"
 )
 
@@ -109,112 +109,46 @@ func rewriteFile(name, src string) (string, error) {
 // rewriteTree rewrites one parsed template in place: printing actions end
 // in valueFunc, include and tpl given to a function are
 // resolved, refused functions are replaced, and each run of the template
-// and each iteration of a range counts against the render budget.
+// and each iteration of a range counts against the render budget, the
+// literal text it prints too (Helm's writer is not stencil's to bound).
 func rewriteTree(tree *parse.Tree) {
 	cores := map[*parse.CommandNode]bool{}
+	printing := engine.Printing{Value: valueFunc, Layout: layout, Printed: func(c *parse.CommandNode, _ bool) bool {
+		markCores(c, cores)
+		return false
+	}}
 	engine.Walker{
 		Action: func(n *parse.ActionNode) {
 			if len(n.Pipe.Decl) == 0 {
-				printing(n.Pipe, engine.Location(tree, n), cores)
+				printing.Rewrite(n.Pipe, engine.Location(tree, n))
 			}
 			pipes(tree, n.Pipe, false, cores)
 		},
 		Branch: func(p *parse.PipeNode) { pipes(tree, p, false, cores) },
-		Range: func(n *parse.RangeNode) {
-			if n.List == nil {
-				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
-			}
-			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(stepAction(n.Pos, n.Line, budget.TurnCost(n.List), literal(n.List))))
-		},
+		Range:  func(n *parse.RangeNode) { budget.StepTurn(n, true) },
 	}.Walk(tree.Root)
-	tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(stepAction(tree.Root.Pos, 1, 1, literal(tree.Root))))
+	budget.StepRun(tree.Root, true)
 }
 
-// stepAction is package engine's step, which also counts the literal
-// bytes of its body as printed: Helm writes into buffers of its own, so
-// the output bound is kept by counting what is printed, literal text
-// here and values in valueFunc.
-func stepAction(pos parse.Pos, line int, steps, bytes int64) *parse.ActionNode {
-	a := budget.StepAction(pos, line, steps)
-	if bytes > 0 {
-		cmd := a.Pipe.Cmds[0]
-		cmd.Args[0] = parse.NewIdentifier(budget.StepTextFunc).SetPos(pos)
-		cmd.Args = append(cmd.Args, &parse.NumberNode{NodeType: parse.NodeNumber, Pos: pos, IsInt: true, Int64: bytes, Text: strconv.FormatInt(bytes, 10)})
-	}
-	return a
-}
-
-// literal is the bytes of literal text one run of list prints at most:
-// its own and its branches' (a range inside counts its own per turn).
-func literal(list *parse.ListNode) int64 {
-	if list == nil {
-		return 0
-	}
-	var n int64
-	for _, node := range list.Nodes {
-		switch node := node.(type) {
-		case *parse.TextNode:
-			n += int64(len(node.Text))
-		case *parse.IfNode:
-			n += literal(node.List) + literal(node.ElseList)
-		case *parse.WithNode:
-			n += literal(node.List) + literal(node.ElseList)
-		case *parse.RangeNode:
-			n += literal(node.ElseList)
-		}
-	}
-	return n
-}
-
-// printing ends the printing pipe's value in valueFunc,
-// before its trailing layout commands (indent N, nindent N, quote,
-// squote), which lay out what the function returns.
-func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]bool) {
-	cmds := pipe.Cmds
-	i := len(cmds)
-	for i > 1 {
-		c := cmds[i-1]
-		name := funcs.Ident(c)
-		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || (name == "quote" || name == "squote") && len(c.Args) == 1
-		if !piped {
-			break
-		}
-		layout(c)
-		i--
-	}
-	last := cmds[i-1]
-	name := funcs.Ident(last)
-	switch {
-	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
-		// indent N X: X is the value.
-		last.Args[2] = wrapArg(last.Args[2], loc, last.Pos, cores)
-		layout(last)
-		return
-	case (name == "quote" || name == "squote") && len(last.Args) >= 2:
-		for k := 1; k < len(last.Args); k++ {
-			last.Args[k] = wrapArg(last.Args[k], loc, last.Pos, cores)
-		}
-		layout(last)
-		return
-	}
-	// What the last command returns is printed; through a parenthesized
-	// pipe that is the whole command, {{ (include "x" .) | nindent 4 }},
-	// what that pipe's last command returns: structure, not text given to
-	// a function.
-	for c := last; ; {
+// markCores marks c, the command whose result a printing action prints,
+// as a core: what it returns is printed, and through a parenthesized
+// pipe that is the whole command, {{ (include "x" .) | nindent 4 }}, what
+// that pipe's last command returns: structure, not text given to a
+// function, which pipes leaves unresolved.
+func markCores(c *parse.CommandNode, cores map[*parse.CommandNode]bool) {
+	for {
 		if funcs.Is(funcs.Ident(c), funcs.Serialiser|funcs.RendersText) {
 			cores[c] = true
 		}
 		if len(c.Args) != 1 {
-			break
+			return
 		}
 		inner, ok := c.Args[0].(*parse.PipeNode)
 		if !ok || len(inner.Decl) > 0 || len(inner.Cmds) == 0 {
-			break
+			return
 		}
 		c = inner.Cmds[len(inner.Cmds)-1]
 	}
-	pipe.Cmds = slices.Insert(cmds, i, call(valueFunc, loc, last.Pos))
 }
 
 // layout makes c, a layout command after valueFunc, call stencil's own
@@ -222,19 +156,6 @@ func printing(pipe *parse.PipeNode, loc string, cores map[*parse.CommandNode]boo
 // where the function the chart's code calls would resolve it.
 func layout(c *parse.CommandNode) {
 	c.Args[0] = parse.NewIdentifier(layoutPrefix + funcs.Ident(c)).SetPos(c.Pos)
-}
-
-// wrapArg makes arg, the value a layout function is given, end in
-// valueFunc as a printing pipe does.
-func wrapArg(arg parse.Node, loc string, pos parse.Pos, cores map[*parse.CommandNode]bool) parse.Node {
-	if p, ok := arg.(*parse.PipeNode); ok && len(p.Decl) == 0 {
-		printing(p, loc, cores)
-		return p
-	}
-	return &parse.PipeNode{NodeType: parse.NodePipe, Pos: pos, Cmds: []*parse.CommandNode{
-		{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{arg}},
-		call(valueFunc, loc, pos),
-	}}
 }
 
 // pipes walks pipe and the pipes nested in its arguments: include and tpl
@@ -304,12 +225,6 @@ func meter(pipe *parse.PipeNode, i int, name string) int {
 	pipe.Cmds = slices.Insert(pipe.Cmds, i, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: c.Pos,
 		Args: []parse.Node{parse.NewIdentifier(costFunc).SetPos(c.Pos), str(name, c.Pos)}})
 	return 1
-}
-
-func call(fn, loc string, pos parse.Pos) *parse.CommandNode {
-	return &parse.CommandNode{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{
-		parse.NewIdentifier(fn).SetPos(pos), str(loc, pos),
-	}}
 }
 
 func str(s string, pos parse.Pos) *parse.StringNode {

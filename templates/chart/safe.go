@@ -23,7 +23,8 @@ import (
 //
 //   - Every string of the spec, keys included, is tainted (engine.Taint:
 //     its bytes live in the render's arena), and every function the chart
-//     calls is wrapped once to taint what it makes of tainted text.
+//     calls is wrapped once (budget.Wrap) to taint what it makes of
+//     tainted text.
 //   - A printing action whose text is tainted prints it as Helm does when
 //     YAML could read it as nothing but text, and as a placeholder
 //     otherwise, which lands as one scalar (package engine's placement).
@@ -408,22 +409,32 @@ func (p *printer) funcs(helm, perRender template.FuncMap) template.FuncMap {
 			counted[name] = fn
 		}
 	}
-	m := engine.Budgeted(counted, p.st)
+	m := engine.Budgeted(counted, p.st, p.taint)
+	// A random function is recorded where it is called (call), and
+	// tainted, not counted.
+	randoms := template.FuncMap{}
 	for name := range real {
-		m[name] = func(args ...any) (any, error) { return p.call("", name, args, real[name]) }
+		randoms[name] = func(args ...any) (any, error) { return p.call("", name, args, real[name]) }
 	}
-	layouts := map[string]any{}
-	for _, name := range []string{"indent", "nindent", "quote", "squote"} {
-		layouts[layoutPrefix+name] = m[name]
-		switch f := m[name].(type) {
-		case func(int, string) string:
-			layouts[layoutPrefix+name] = p.layoutIndent(f)
-		case func(...any) string:
-			layouts[layoutPrefix+name] = p.layoutQuote(f)
+	maps.Copy(m, budget.Wrap(randoms, nil, p.taint))
+	// The layouts lay out placeholders, which the taint would resolve:
+	// counted, not tainted.
+	plain := template.FuncMap{}
+	for _, name := range engine.Layouts() {
+		if fn, ok := counted[name]; ok {
+			plain[name] = fn
 		}
 	}
-	m = p.taint.Wrap(m)
-	maps.Copy(m, layouts)
+	plain = engine.Budgeted(plain, p.st, nil)
+	for _, name := range engine.Layouts() {
+		m[layoutPrefix+name] = plain[name]
+		switch f := plain[name].(type) {
+		case func(int, string) string:
+			m[layoutPrefix+name] = p.layoutIndent(f)
+		case func(...any) string:
+			m[layoutPrefix+name] = p.layoutQuote(f)
+		}
+	}
 	maps.Copy(m, bound)
 	m[valueFunc] = p.value
 	m[costFunc] = p.before

@@ -6,6 +6,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,22 +78,17 @@ func Rewrite(tree *parse.Tree, budgeted bool) error {
 	var errs []error
 	w := Walker{
 		Action: func(n *parse.ActionNode) {
-			errs = append(errs, refuse(tree, n.Pipe)...)
 			if len(n.Pipe.Decl) == 0 {
-				rewritePipe(n.Pipe, Location(tree, n), false)
+				ownPrinting.Rewrite(n.Pipe, Location(tree, n))
 			}
+			errs = append(errs, refuse(tree, n.Pipe)...)
 		},
 		Branch: func(p *parse.PipeNode) { errs = append(errs, refuse(tree, p)...) },
 	}
 	if budgeted {
 		// Each iteration costs a step, whatever its body (budget.go); a
 		// template call runs as an include, which counts its depth.
-		w.Range = func(n *parse.RangeNode) {
-			if n.List == nil {
-				n.List = &parse.ListNode{NodeType: parse.NodeList, Pos: n.Pos}
-			}
-			n.List.Nodes = slices.Insert(n.List.Nodes, 0, parse.Node(budget.StepAction(n.Pos, n.Line, budget.TurnCost(n.List))))
-		}
+		w.Range = func(n *parse.RangeNode) { budget.StepTurn(n, false) }
 		w.Listed = func(l *parse.ListNode, i int) {
 			if t, ok := l.Nodes[i].(*parse.TemplateNode); ok {
 				l.Nodes[i] = templateAsInclude(t)
@@ -102,9 +98,24 @@ func Rewrite(tree *parse.Tree, budgeted bool) error {
 	w.Walk(tree.Root)
 	// Each run of a template, the called ones too, costs a step.
 	if tree.Root != nil && budgeted {
-		tree.Root.Nodes = slices.Insert(tree.Root.Nodes, 0, parse.Node(budget.StepAction(tree.Root.Pos, 1, 1)))
+		budget.StepRun(tree.Root, false)
 	}
 	return errors.Join(errs...)
+}
+
+// ownPrinting is the printing rewrite of own templates: a value ends in
+// valueFunc, and a structural function that ends a printing action
+// unquoted keeps its structure (structuralFuncs).
+var ownPrinting = Printing{
+	Value: valueFunc,
+	Printed: func(c *parse.CommandNode, scalar bool) bool {
+		internal := structuralFuncs[funcs.Ident(c)]
+		if scalar || internal == "" {
+			return false
+		}
+		c.Args[0].(*parse.IdentifierNode).Ident = internal
+		return true
+	},
 }
 
 // templateAsInclude turns {{ template "name" pipe }} into the structural
@@ -163,70 +174,116 @@ func Location(tree *parse.Tree, n parse.Node) string {
 	return loc
 }
 
-// isLayout says whether c only lays out what it is given: indent and
-// nindent (the piped value is their second argument), quote and squote.
-func isLayout(name string) bool {
-	switch name {
-	case "indent", "nindent", "quote", "squote":
-		return true
-	}
-	return false
+// Printing is how a template mode ends a printing action: the rewrite
+// both modes run, which differ only in the function a value ends in and
+// in what they make of the layouts and of the command whose result is
+// printed.
+type Printing struct {
+	// Value is the function the printed value ends in, given the
+	// action's "file:line": {{ X | Value "file:line" | nindent 4 }}.
+	Value string
+	// Layout, when set, is called on each layout command that lays out
+	// what Value returns (chart mode binds copies of its own).
+	Layout func(*parse.CommandNode)
+	// Printed, when set, is called on the command whose result is
+	// printed; scalar says a quoting layout makes it one scalar. It
+	// returns true when it kept the command's result as it is (own
+	// templates' structural functions): no Value follows it.
+	Printed func(c *parse.CommandNode, scalar bool) (kept bool)
 }
 
-func isQuoting(name string) bool { return name == "quote" || name == "squote" }
+// layouts are the functions that only lay out the value they are given,
+// which the printing rewrite keeps after Value, so that they lay out what
+// Value returns where the author meant the value to go: indent and
+// nindent take their width before the value (indent N X, X | indent N),
+// quote and squote quote each of their arguments, which makes each one
+// scalar.
+var layouts = map[string]struct{ quotes bool }{
+	"indent": {}, "nindent": {}, "quote": {quotes: true}, "squote": {quotes: true},
+}
 
-// rewritePipe ends pipe's value in valueFunc before its trailing layout
-// commands, or keeps a structural function as such. scalar says the
-// result is quoted, so structure cannot stand.
-func rewritePipe(pipe *parse.PipeNode, loc string, scalar bool) {
+// Layouts lists the layout functions the printing rewrite keeps after
+// Value, sorted: chart mode binds its own copy of each.
+func Layouts() []string { return slices.Sorted(maps.Keys(layouts)) }
+
+// piped reports whether c lays out the value piped into it: indent N,
+// nindent N, quote, squote; quotes says it quotes it.
+func piped(c *parse.CommandNode) (ok, quotes bool) {
+	l, ok := layouts[funcs.Ident(c)]
+	if !ok {
+		return false, false
+	}
+	if l.quotes {
+		return len(c.Args) == 1, true
+	}
+	return len(c.Args) == 2, false
+}
+
+// Rewrite ends pipe's value in p.Value before its trailing layout
+// commands, or keeps it as p.Printed says; loc is the action's
+// "file:line".
+func (p Printing) Rewrite(pipe *parse.PipeNode, loc string) { p.rewrite(pipe, loc, false) }
+
+// rewrite is Rewrite; scalar says the result is quoted, so structure
+// cannot stand.
+func (p Printing) rewrite(pipe *parse.PipeNode, loc string, scalar bool) {
 	cmds := pipe.Cmds
 	i := len(cmds)
-	// The trailing piped layout commands: indent N, nindent N, quote, squote.
+	// The trailing piped layout commands.
 	for i > 1 {
 		c := cmds[i-1]
-		name := funcs.Ident(c)
-		piped := (name == "indent" || name == "nindent") && len(c.Args) == 2 || isQuoting(name) && len(c.Args) == 1
-		if !piped {
+		ok, quotes := piped(c)
+		if !ok {
 			break
 		}
-		scalar = scalar || isQuoting(name)
+		scalar = scalar || quotes
+		p.layout(c)
 		i--
 	}
 	last := cmds[i-1]
-	name := funcs.Ident(last)
-	switch {
-	case (name == "indent" || name == "nindent") && len(last.Args) == 3:
-		// indent N X: X is the value.
-		last.Args[2] = wrapArg(last.Args[2], loc, scalar, last.Pos)
-		return
-	case isQuoting(name) && len(last.Args) >= 2:
-		for k := 1; k < len(last.Args); k++ {
-			last.Args[k] = wrapArg(last.Args[k], loc, true, last.Pos)
+	if l, ok := layouts[funcs.Ident(last)]; ok {
+		switch {
+		case !l.quotes && len(last.Args) == 3:
+			// indent N X: X is the value.
+			last.Args[2] = p.wrapArg(last.Args[2], loc, scalar, last.Pos)
+			p.layout(last)
+			return
+		case l.quotes && len(last.Args) >= 2:
+			for k := 1; k < len(last.Args); k++ {
+				last.Args[k] = p.wrapArg(last.Args[k], loc, true, last.Pos)
+			}
+			p.layout(last)
+			return
 		}
-		return
-	case !scalar && structuralFuncs[name] != "":
-		last.Args[0].(*parse.IdentifierNode).Ident = structuralFuncs[name]
+	}
+	if p.Printed != nil && p.Printed(last, scalar) {
 		return
 	}
-	pipe.Cmds = slices.Insert(cmds, i, valueCmd(loc, last.Pos))
+	pipe.Cmds = slices.Insert(cmds, i, p.valueCmd(loc, last.Pos))
 }
 
-// wrapArg makes arg, an argument of a layout function, print through
-// valueFunc: (arg | __stencil_value).
-func wrapArg(arg parse.Node, loc string, scalar bool, pos parse.Pos) parse.Node {
-	if p, ok := arg.(*parse.PipeNode); ok && len(p.Decl) == 0 {
-		rewritePipe(p, loc, scalar)
-		return p
+func (p Printing) layout(c *parse.CommandNode) {
+	if p.Layout != nil {
+		p.Layout(c)
+	}
+}
+
+// wrapArg makes arg, the value a layout function is given, end in
+// p.Value as a printing pipe does: (arg | Value "file:line").
+func (p Printing) wrapArg(arg parse.Node, loc string, scalar bool, pos parse.Pos) parse.Node {
+	if sub, ok := arg.(*parse.PipeNode); ok && len(sub.Decl) == 0 {
+		p.rewrite(sub, loc, scalar)
+		return sub
 	}
 	return &parse.PipeNode{NodeType: parse.NodePipe, Pos: pos, Cmds: []*parse.CommandNode{
 		{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{arg}},
-		valueCmd(loc, pos),
+		p.valueCmd(loc, pos),
 	}}
 }
 
-func valueCmd(loc string, pos parse.Pos) *parse.CommandNode {
+func (p Printing) valueCmd(loc string, pos parse.Pos) *parse.CommandNode {
 	return &parse.CommandNode{NodeType: parse.NodeCommand, Pos: pos, Args: []parse.Node{
-		parse.NewIdentifier(valueFunc).SetPos(pos),
+		parse.NewIdentifier(p.Value).SetPos(pos),
 		&parse.StringNode{NodeType: parse.NodeString, Pos: pos, Quoted: strconv.Quote(loc), Text: loc},
 	}}
 }

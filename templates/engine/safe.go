@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -237,7 +236,7 @@ func Bind(t *template.Template, st *State, budgeted bool, extra template.FuncMap
 	fm := funcs.Hermetic()
 	maps.Copy(fm, extra)
 	if budgeted {
-		t.Funcs(budget.Wrap(fm, &st.meter, measuredFuncs))
+		t.Funcs(budget.Wrap(fm, &st.meter, nil))
 	} else {
 		t.Funcs(extra)
 		limits := st.meter.Limits()
@@ -367,48 +366,9 @@ func (st *State) substitute(s string) (string, error) {
 }
 
 // quoteStrings copies v with every string, keys included, replaced by a
-// kindQuoted placeholder.
+// kindQuoted placeholder, numbered in the order of the keys.
 func quoteStrings(v any, st *State) any {
-	switch v := v.(type) {
-	case string:
-		return st.token(kindQuoted, v, "")
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		// Sorted, so the placeholders number in the order of the keys.
-		for _, k := range slices.Sorted(mapKeys(v)) {
-			out[st.token(kindQuoted, k, "")] = quoteStrings(v[k], st)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = quoteStrings(e, st)
-		}
-		return out
-	case map[string]string:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[k] = e
-		}
-		return quoteStrings(m, st)
-	case []string:
-		l := make([]any, len(v))
-		for i, e := range v {
-			l[i] = e
-		}
-		return quoteStrings(l, st)
-	}
-	return v
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
+	return mapStrings(v, func(s string) string { return st.token(kindQuoted, s, "") }, true)
 }
 
 // Place records v, printed by the action at loc ("file:line"), and
@@ -439,10 +399,15 @@ func (st *State) Resolve(s string) string { return resolve(s, st) }
 func (st *State) Meter() *budget.Meter { return &st.meter }
 
 // Budgeted returns fm wrapped to count against st's render budget, as
-// Bind wraps stencil's own (budget.Wrap, with the functions that copy
-// their arguments measured), plus the step function the rewrite calls.
-func Budgeted(fm template.FuncMap, st *State) template.FuncMap {
-	return budget.Wrap(fm, &st.meter, measuredFuncs)
+// Bind wraps stencil's own (budget.Wrap, each function at its price in
+// the policy table), plus the step function the rewrite calls; with a
+// taint (chart mode), each also carries the taint of the text it is
+// given, in the same wrapper.
+func Budgeted(fm template.FuncMap, st *State, taint *Taint) template.FuncMap {
+	if taint == nil {
+		return budget.Wrap(fm, &st.meter, nil)
+	}
+	return budget.Wrap(fm, &st.meter, taint)
 }
 
 // RecordHelmText records that where a chart's serialiser (toYaml,

@@ -24,15 +24,12 @@ import (
 // vocabulary (chart mode's tpl refuses text that names them), and not in
 // this table.
 //
-// Prices are not in this table yet. A function's price in steps is its
-// arguments' size (budget.ArgCost) unless one of five tables says more:
-// budget's guards (code that checks a call before it runs), perByte,
-// fixedCost, serialiserWeight, and engine's measuredFuncs. Folding the
-// numbers in here would leave the guards, which are code over a
-// budget.Meter, and the rewrites' own names behind: it is issue 64's
-// item 4. Until then the budget's and the engine's tests hold every
-// priced name to this table, so that a misspelt or removed name fails a
-// test instead of going unpriced.
+// Each entry also states the function's price in steps where it costs
+// more than its arguments' size (budget.ArgCost), so that a function's
+// class and price are read in one place. What stays in package budget is
+// code, not prices: the guards that check a call's arguments before it
+// runs (until, repeat, printf's widths ...), whose names the budget's
+// tests hold to this table.
 
 // Class is what a function is, for the policy.
 type Class uint32
@@ -100,98 +97,203 @@ const (
 	Stencil
 )
 
+// Price is what a call costs beyond its arguments' size: a step per list
+// item or map entry and per 64 bytes of text (budget.ArgCost). A step is
+// about 0.5 µs of work on a 2-core machine, whatever the function.
+type Price struct {
+	// Writes says the function writes out or copies its arguments whole:
+	// each is measured (budget.Meter.Measured) before it runs, and it may
+	// write Writes bytes for one of theirs (html and js up to six).
+	Writes int64
+	// Weight is how many times a copy's work a serialiser does per node
+	// and byte it writes: YAML's (through JSON, then a node tree, and an
+	// emitter) about a step per 4 bytes of long text, 16 times a copy.
+	Weight int64
+	// Indents says a serialiser writes each entry's depth again as
+	// indentation: a value nested 5,000 deep around 100,000 strings is
+	// 330 KB of JSON and a gigabyte of YAML.
+	Indents bool
+	// PerByte is a step per so many bytes of its text arguments, where
+	// the function's work per byte is far above a copy's (parsers,
+	// regular expressions); 0 is the usual 64.
+	PerByte int64
+	// Fixed is what one call costs whatever its arguments, for the
+	// deliberately slow functions (key stretching, key generation):
+	// derivePassword is scrypt at about 0.2 s a call, so a default budget
+	// affords a few calls, not one per user of a list.
+	Fixed int64
+}
+
+// entry is what the table says of one function.
+type entry struct {
+	class Class
+	price Price
+}
+
+// is is the entry of a function of class c, priced by its arguments.
+func is(c Class) entry { return entry{class: c} }
+
+// costs is e with its price.
+func (e entry) costs(p Price) entry {
+	e.price = p
+	return e
+}
+
 // policy is the table. Every sprig function (Masterminds/sprig/v3
 // TxtFuncMap), every name of Helm's table (helm.sh/helm/v4/pkg/engine
 // funcMap, Helm 4.3.1) and every function stencil binds is in it: the
 // funcs and chart tests fail naming any that is not.
-var policy = map[string]Class{
-	"randInt": Random, "randAlphaNum": Random, "randAlpha": Random, "randAscii": Random, "randNumeric": Random,
-	"randBytes": Random, "shuffle": Random, "uuidv4": Random, "bcrypt": Random, "htpasswd": Random, "encryptAES": Random,
-	"genPrivateKey": Random, "genCA": Random, "genCAWithKey": Random, "genSelfSignedCert": Random,
-	"genSelfSignedCertWithKey": Random, "genSignedCert": Random, "genSignedCertWithKey": Random,
+var policy = map[string]entry{
+	"randInt": is(Random), "randAlphaNum": is(Random), "randAlpha": is(Random), "randAscii": is(Random),
+	"randNumeric": is(Random), "randBytes": is(Random), "shuffle": is(Random), "uuidv4": is(Random), "encryptAES": is(Random),
+	// Key stretching and key generation: what one call takes.
+	"bcrypt":                   is(Random).costs(Price{Fixed: 150_000}),
+	"htpasswd":                 is(Random).costs(Price{Fixed: 150_000}),
+	"genPrivateKey":            is(Random).costs(Price{Fixed: 1_200_000}),
+	"genCA":                    is(Random).costs(Price{Fixed: 400_000}),
+	"genCAWithKey":             is(Random).costs(Price{Fixed: 400_000}),
+	"genSelfSignedCert":        is(Random).costs(Price{Fixed: 400_000}),
+	"genSelfSignedCertWithKey": is(Random).costs(Price{Fixed: 400_000}),
+	"genSignedCert":            is(Random).costs(Price{Fixed: 400_000}),
+	"genSignedCertWithKey":     is(Random).costs(Price{Fixed: 400_000}),
 
-	"now": Clock, "ago": Clock,
-	"date": ClockUnlessDated, "dateInZone": ClockUnlessDated, "date_in_zone": ClockUnlessDated, "htmlDate": ClockUnlessDated,
-	"htmlDateInZone": ClockUnlessDated, "durationRound": ClockUnlessDated,
-	"toDate": LocalTime, "mustToDate": LocalTime, "dateModify": LocalTime, "mustDateModify": LocalTime,
-	"date_modify": LocalTime, "must_date_modify": LocalTime, "unixEpoch": LocalTime,
+	"now": is(Clock), "ago": is(Clock), "date": is(ClockUnlessDated), "dateInZone": is(ClockUnlessDated),
+	"date_in_zone": is(ClockUnlessDated), "htmlDate": is(ClockUnlessDated), "htmlDateInZone": is(ClockUnlessDated),
+	"durationRound": is(ClockUnlessDated), "toDate": is(LocalTime), "mustToDate": is(LocalTime),
+	"dateModify": is(LocalTime), "mustDateModify": is(LocalTime), "date_modify": is(LocalTime),
+	"must_date_modify": is(LocalTime), "unixEpoch": is(LocalTime),
 
-	"toYaml": HelmOwn | Serialiser | WritesYAML, "mustToYaml": HelmOwn | Serialiser | WritesYAML,
-	"toYamlPretty": HelmOwn | Serialiser | WritesYAML,
-	"toJson":       HelmOwn | Serialiser | WritesJSON, "mustToJson": HelmOwn | Serialiser | WritesJSON,
-	"toPrettyJson": Serialiser | WritesJSON, "mustToPrettyJson": Serialiser | WritesJSON,
-	"toRawJson": Serialiser | WritesJSON, "mustToRawJson": Serialiser | WritesJSON,
-	"toToml": HelmOwn | Serialiser, "mustToToml": HelmOwn | Serialiser,
-	"fromYaml": HelmOwn | Parser, "fromYamlArray": HelmOwn | Parser, "fromJson": HelmOwn | Parser,
-	"fromJsonArray": HelmOwn | Parser, "fromToml": HelmOwn | Parser, "mustFromJson": Parser,
-	"include": HelmOwn | PerRender | RendersText, "tpl": HelmOwn | PerRender | RendersText,
-	"required": HelmOwn | PerRender, "fail": HelmOwn | PerRender,
-	"getHostByName": HelmOwn | PerRender | Network, "lookup": HelmOwn | PerRender | Reads,
+	"include": is(HelmOwn | PerRender | RendersText), "tpl": is(HelmOwn | PerRender | RendersText),
+	"required": is(HelmOwn | PerRender), "fail": is(HelmOwn | PerRender),
+	"getHostByName": is(HelmOwn | PerRender | Network), "lookup": is(HelmOwn | PerRender | Reads),
+	"mustFromJson": is(Parser),
+	// Serialisers write their arguments whole, and YAML's work is many
+	// times a copy's; parsers work hard per byte.
+	"toYaml":           is(HelmOwn | Serialiser | WritesYAML).costs(Price{Writes: 1, Weight: 16, Indents: true}),
+	"mustToYaml":       is(HelmOwn | Serialiser | WritesYAML).costs(Price{Writes: 1, Weight: 16, Indents: true}),
+	"toYamlPretty":     is(HelmOwn | Serialiser | WritesYAML).costs(Price{Writes: 2, Weight: 16, Indents: true}),
+	"toJson":           is(HelmOwn | Serialiser | WritesJSON).costs(Price{Writes: 1}),
+	"mustToJson":       is(HelmOwn | Serialiser | WritesJSON).costs(Price{Writes: 1}),
+	"toPrettyJson":     is(Serialiser | WritesJSON).costs(Price{Writes: 2, Indents: true}),
+	"mustToPrettyJson": is(Serialiser | WritesJSON).costs(Price{Writes: 2, Indents: true}),
+	"toRawJson":        is(Serialiser | WritesJSON).costs(Price{Writes: 1}),
+	"mustToRawJson":    is(Serialiser | WritesJSON).costs(Price{Writes: 1}),
+	"toToml":           is(HelmOwn | Serialiser).costs(Price{Writes: 1, Weight: 8}),
+	"mustToToml":       is(HelmOwn | Serialiser).costs(Price{Writes: 1, Weight: 8}),
+	"fromYaml":         is(HelmOwn | Parser).costs(Price{PerByte: 2}),
+	"fromYamlArray":    is(HelmOwn | Parser).costs(Price{PerByte: 2}),
+	"fromJson":         is(HelmOwn | Parser).costs(Price{PerByte: 4}),
+	"fromJsonArray":    is(HelmOwn | Parser).costs(Price{PerByte: 4}),
+	"fromToml":         is(HelmOwn | Parser).costs(Price{PerByte: 2}),
 
 	// Helm's duration helpers (4.x): numbers and time.Duration of a
 	// duration or a count of seconds.
-	"mustToDuration": HelmOwn | Pure, "durationSeconds": HelmOwn | Pure, "durationMilliseconds": HelmOwn | Pure,
-	"durationMicroseconds": HelmOwn | Pure, "durationNanoseconds": HelmOwn | Pure, "durationMinutes": HelmOwn | Pure,
-	"durationHours": HelmOwn | Pure, "durationDays": HelmOwn | Pure, "durationWeeks": HelmOwn | Pure,
-	"durationRoundTo": HelmOwn | Pure, "durationTruncateTo": HelmOwn | Pure,
+	"mustToDuration": is(HelmOwn | Pure), "durationSeconds": is(HelmOwn | Pure),
+	"durationMilliseconds": is(HelmOwn | Pure), "durationMicroseconds": is(HelmOwn | Pure),
+	"durationNanoseconds": is(HelmOwn | Pure), "durationMinutes": is(HelmOwn | Pure),
+	"durationHours": is(HelmOwn | Pure), "durationDays": is(HelmOwn | Pure), "durationWeeks": is(HelmOwn | Pure),
+	"durationRoundTo": is(HelmOwn | Pure), "durationTruncateTo": is(HelmOwn | Pure),
 
-	"keys": MapOrder, "values": MapOrder,
+	"keys": is(MapOrder), "values": is(MapOrder),
 
-	"env": Environment, "expandenv": Environment,
+	"env": is(Environment), "expandenv": is(Environment),
 
-	"get": Stencil | Pure, "hasKey": Stencil | Pure, "dnsLabel": Stencil | Pure, "sha256sum": Stencil | Pure,
-	"observed": Stencil | Reads, "ready": Stencil | Reads, "read": Stencil | Reads,
+	"get": is(Stencil | Pure), "hasKey": is(Stencil | Pure), "dnsLabel": is(Stencil | Pure),
+	"observed": is(Stencil | Reads), "ready": is(Stencil | Reads), "read": is(Stencil | Reads),
+	"sha256sum": is(Stencil | Pure).costs(Price{Writes: 1}),
 
-	"and": Builtin, "or": Builtin, "not": Builtin, "len": Builtin, "index": Builtin, "call": Builtin,
-	"eq": Builtin, "ne": Builtin, "lt": Builtin, "le": Builtin, "gt": Builtin, "ge": Builtin,
-	"print": Builtin, "printf": Builtin, "println": Builtin, "html": Builtin, "js": Builtin, "urlquery": Builtin,
+	"and": is(Builtin), "or": is(Builtin), "not": is(Builtin), "len": is(Builtin), "index": is(Builtin),
+	"call": is(Builtin), "eq": is(Builtin), "ne": is(Builtin), "lt": is(Builtin), "le": is(Builtin),
+	"gt": is(Builtin), "ge": is(Builtin),
+	// The builtins that write text, which the budget binds counted copies of.
+	"print":    is(Builtin).costs(Price{Writes: 1}),
+	"printf":   is(Builtin).costs(Price{Writes: 1}),
+	"println":  is(Builtin).costs(Price{Writes: 1}),
+	"html":     is(Builtin).costs(Price{Writes: 6}),
+	"js":       is(Builtin).costs(Price{Writes: 6}),
+	"urlquery": is(Builtin).costs(Price{Writes: 3}),
 
 	// sprig's functions of their arguments alone: strings, lists, maps,
 	// numbers, encodings, hashes, paths, semver, reflection.
-	"abbrev": Pure, "abbrevboth": Pure, "add": Pure, "add1": Pure, "add1f": Pure, "addf": Pure, "adler32sum": Pure,
-	"all": Pure, "any": Pure, "append": Pure, "atoi": Pure, "b32dec": Pure, "b32enc": Pure, "b64dec": Pure,
-	"b64enc": Pure, "base": Pure, "biggest": Pure, "buildCustomCert": Pure, "camelcase": Pure, "cat": Pure,
-	"ceil": Pure, "chunk": Pure, "clean": Pure, "coalesce": Pure, "compact": Pure, "concat": Pure, "contains": Pure,
-	"decryptAES": Pure, "deepCopy": Pure, "deepEqual": Pure, "default": Pure, "derivePassword": Pure, "dict": Pure,
-	"dig": Pure, "dir": Pure, "div": Pure, "divf": Pure, "duration": Pure, "empty": Pure, "ext": Pure,
-	"first": Pure, "float64": Pure, "floor": Pure, "has": Pure, "hasPrefix": Pure, "hasSuffix": Pure,
-	"hello": Pure, "indent": Pure, "initial": Pure, "initials": Pure, "int": Pure, "int64": Pure, "isAbs": Pure,
-	"join": Pure, "kebabcase": Pure, "kindIs": Pure, "kindOf": Pure, "last": Pure, "list": Pure, "lower": Pure,
-	"max": Pure, "maxf": Pure, "merge": Pure, "mergeOverwrite": Pure, "min": Pure, "minf": Pure, "mod": Pure,
-	"mul": Pure, "mulf": Pure, "mustAppend": Pure, "mustChunk": Pure, "mustCompact": Pure, "mustDeepCopy": Pure,
-	"mustFirst": Pure, "mustHas": Pure, "mustInitial": Pure, "mustLast": Pure, "mustMerge": Pure,
-	"mustMergeOverwrite": Pure, "mustPrepend": Pure, "mustPush": Pure, "mustRegexFind": Pure,
-	"mustRegexFindAll": Pure, "mustRegexMatch": Pure, "mustRegexReplaceAll": Pure,
-	"mustRegexReplaceAllLiteral": Pure, "mustRegexSplit": Pure, "mustRest": Pure, "mustReverse": Pure,
-	"mustSlice": Pure, "mustUniq": Pure, "mustWithout": Pure, "nindent": Pure, "nospace": Pure, "omit": Pure,
-	"osBase": Pure, "osClean": Pure, "osDir": Pure, "osExt": Pure, "osIsAbs": Pure, "pick": Pure, "pluck": Pure,
-	"plural": Pure, "prepend": Pure, "push": Pure, "quote": Pure, "regexFind": Pure, "regexFindAll": Pure,
-	"regexMatch": Pure, "regexQuoteMeta": Pure, "regexReplaceAll": Pure, "regexReplaceAllLiteral": Pure,
-	"regexSplit": Pure, "repeat": Pure, "replace": Pure, "rest": Pure, "reverse": Pure, "round": Pure,
-	"semver": Pure, "semverCompare": Pure, "seq": Pure, "set": Pure, "slice": Pure, "sha1sum": Pure, "sha512sum": Pure,
-	"snakecase": Pure, "sortAlpha": Pure, "split": Pure, "splitList": Pure, "splitn": Pure, "squote": Pure,
-	"sub": Pure, "subf": Pure, "substr": Pure, "swapcase": Pure, "ternary": Pure, "title": Pure,
-	"toDecimal": Pure, "toString": Pure, "toStrings": Pure, "trim": Pure, "trimAll": Pure, "trimPrefix": Pure,
-	"trimSuffix": Pure, "trimall": Pure, "trunc": Pure, "tuple": Pure, "typeIs": Pure, "typeIsLike": Pure,
-	"typeOf": Pure, "uniq": Pure, "unset": Pure, "until": Pure, "untilStep": Pure, "untitle": Pure, "upper": Pure,
-	"urlJoin": Pure, "urlParse": Pure, "without": Pure, "wrap": Pure, "wrapWith": Pure,
+	"abbrev": is(Pure), "abbrevboth": is(Pure), "add": is(Pure), "add1": is(Pure), "add1f": is(Pure), "addf": is(Pure),
+	"adler32sum": is(Pure), "all": is(Pure), "any": is(Pure), "append": is(Pure), "atoi": is(Pure), "b32dec": is(Pure),
+	"b64dec": is(Pure), "base": is(Pure), "biggest": is(Pure), "buildCustomCert": is(Pure), "camelcase": is(Pure),
+	"ceil": is(Pure), "chunk": is(Pure), "clean": is(Pure), "coalesce": is(Pure), "compact": is(Pure),
+	"concat": is(Pure), "contains": is(Pure), "decryptAES": is(Pure), "deepEqual": is(Pure), "default": is(Pure),
+	"dict": is(Pure), "dig": is(Pure), "dir": is(Pure), "div": is(Pure), "divf": is(Pure), "duration": is(Pure),
+	"empty": is(Pure), "ext": is(Pure), "first": is(Pure), "float64": is(Pure), "floor": is(Pure), "has": is(Pure),
+	"hasPrefix": is(Pure), "hasSuffix": is(Pure), "hello": is(Pure), "indent": is(Pure), "initial": is(Pure),
+	"initials": is(Pure), "int": is(Pure), "int64": is(Pure), "isAbs": is(Pure), "kebabcase": is(Pure),
+	"kindIs": is(Pure), "kindOf": is(Pure), "last": is(Pure), "list": is(Pure), "lower": is(Pure), "max": is(Pure),
+	"maxf": is(Pure), "min": is(Pure), "minf": is(Pure), "mod": is(Pure), "mul": is(Pure), "mulf": is(Pure),
+	"mustAppend": is(Pure), "mustChunk": is(Pure), "mustCompact": is(Pure), "mustFirst": is(Pure), "mustHas": is(Pure),
+	"mustInitial": is(Pure), "mustLast": is(Pure), "mustPrepend": is(Pure), "mustPush": is(Pure), "mustRest": is(Pure),
+	"mustReverse": is(Pure), "mustSlice": is(Pure), "mustUniq": is(Pure), "mustWithout": is(Pure), "nindent": is(Pure),
+	"nospace": is(Pure), "omit": is(Pure), "osBase": is(Pure), "osClean": is(Pure), "osDir": is(Pure), "osExt": is(Pure),
+	"osIsAbs": is(Pure), "pick": is(Pure), "pluck": is(Pure), "plural": is(Pure), "prepend": is(Pure), "push": is(Pure),
+	"regexQuoteMeta": is(Pure), "repeat": is(Pure), "replace": is(Pure), "rest": is(Pure), "reverse": is(Pure),
+	"round": is(Pure), "seq": is(Pure), "set": is(Pure), "slice": is(Pure), "sha1sum": is(Pure), "sha512sum": is(Pure),
+	"snakecase": is(Pure), "split": is(Pure), "splitList": is(Pure), "splitn": is(Pure), "sub": is(Pure),
+	"subf": is(Pure), "substr": is(Pure), "swapcase": is(Pure), "ternary": is(Pure), "title": is(Pure),
+	"toDecimal": is(Pure), "trim": is(Pure), "trimAll": is(Pure), "trimPrefix": is(Pure), "trimSuffix": is(Pure),
+	"trimall": is(Pure), "trunc": is(Pure), "tuple": is(Pure), "typeIs": is(Pure), "typeIsLike": is(Pure),
+	"typeOf": is(Pure), "uniq": is(Pure), "unset": is(Pure), "until": is(Pure), "untilStep": is(Pure),
+	"untitle": is(Pure), "upper": is(Pure), "urlJoin": is(Pure), "urlParse": is(Pure), "without": is(Pure),
+	"wrap": is(Pure), "wrapWith": is(Pure),
+	// Those that write out or copy their arguments whole, or work hard
+	// per byte (regular expressions, semver's parser), or on purpose
+	// (derivePassword is scrypt).
+	"b32enc":                     is(Pure).costs(Price{Writes: 2}),
+	"b64enc":                     is(Pure).costs(Price{Writes: 2}),
+	"cat":                        is(Pure).costs(Price{Writes: 1}),
+	"deepCopy":                   is(Pure).costs(Price{Writes: 1}),
+	"derivePassword":             is(Pure).costs(Price{Fixed: 500_000}),
+	"join":                       is(Pure).costs(Price{Writes: 1}),
+	"merge":                      is(Pure).costs(Price{Writes: 1}),
+	"mergeOverwrite":             is(Pure).costs(Price{Writes: 1}),
+	"mustDeepCopy":               is(Pure).costs(Price{Writes: 1}),
+	"mustMerge":                  is(Pure).costs(Price{Writes: 1}),
+	"mustMergeOverwrite":         is(Pure).costs(Price{Writes: 1}),
+	"mustRegexFind":              is(Pure).costs(Price{PerByte: 8}),
+	"mustRegexFindAll":           is(Pure).costs(Price{PerByte: 8}),
+	"mustRegexMatch":             is(Pure).costs(Price{PerByte: 8}),
+	"mustRegexReplaceAll":        is(Pure).costs(Price{PerByte: 8}),
+	"mustRegexReplaceAllLiteral": is(Pure).costs(Price{PerByte: 8}),
+	"mustRegexSplit":             is(Pure).costs(Price{PerByte: 8}),
+	"quote":                      is(Pure).costs(Price{Writes: 1}),
+	"regexFind":                  is(Pure).costs(Price{PerByte: 8}),
+	"regexFindAll":               is(Pure).costs(Price{PerByte: 8}),
+	"regexMatch":                 is(Pure).costs(Price{PerByte: 8}),
+	"regexReplaceAll":            is(Pure).costs(Price{PerByte: 8}),
+	"regexReplaceAllLiteral":     is(Pure).costs(Price{PerByte: 8}),
+	"regexSplit":                 is(Pure).costs(Price{PerByte: 8}),
+	"semver":                     is(Pure).costs(Price{PerByte: 8}),
+	"semverCompare":              is(Pure).costs(Price{PerByte: 8}),
+	"sortAlpha":                  is(Pure).costs(Price{Writes: 1}),
+	"squote":                     is(Pure).costs(Price{Writes: 1}),
+	"toString":                   is(Pure).costs(Price{Writes: 1}),
+	"toStrings":                  is(Pure).costs(Price{Writes: 1}),
 }
 
 // Is reports whether function name is of any of the classes c.
-func Is(name string, c Class) bool { return policy[name]&c != 0 }
+func Is(name string, c Class) bool { return policy[name].class&c != 0 }
 
 // ClassOf returns the class of function name, and whether the table
 // classifies it at all: a mode binds a name it does not as NotClassified.
 func ClassOf(name string) (Class, bool) {
-	c, ok := policy[name]
-	return c, ok
+	e, ok := policy[name]
+	return e.class, ok
 }
+
+// PriceOf returns the price of function name (the zero Price, its
+// arguments' size alone, when the table does not price it).
+func PriceOf(name string) Price { return policy[name].price }
 
 // Named lists the functions of any of the classes c, sorted.
 func Named(c Class) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(policy)) {
-		if policy[name]&c != 0 {
+		if policy[name].class&c != 0 {
 			out = append(out, name)
 		}
 	}

@@ -64,7 +64,8 @@ func TestUnclassifiedIsRefused(t *testing.T) {
 // pure function is nothing else, and each of Helm's own is bound one way
 // (framed, counted and tainted, or a copy per render).
 func TestEveryEntryHasAClass(t *testing.T) {
-	for name, c := range policy {
+	for name, e := range policy {
+		c := e.class
 		if c == 0 {
 			t.Errorf("%s has no class", name)
 		}
