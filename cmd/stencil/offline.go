@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/config"
@@ -99,12 +99,12 @@ func validateOnServer(cfg *config.Config, entries []*entry.Entry, kubeconfig, ac
 	if !slices.ContainsFunc(cfg.Resources, func(r config.Resource) bool { return r.Identity != nil }) {
 		return exitOK
 	}
-	kube, err := kubernetes.NewForConfig(restConfig)
+	authz, err := authorizationv1client.NewForConfig(restConfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil validate: %v\n", err)
 		return exitUsage
 	}
-	refused, err := checkImpersonation(ctx, kube, cfg, account)
+	refused, err := checkImpersonation(ctx, authz.SubjectAccessReviews(), cfg, account)
 	if err != nil {
 		fmt.Fprintf(stderr, "stencil validate: %v\n", err)
 		return exitUsage
