@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/coverage"
 )
 
 // Summary counts results.
@@ -135,7 +135,7 @@ func firstLine(s string) string {
 // PrintCoverage writes which branches of each template the cases took
 // (templates.Coverage), the ones not taken by location, and the total; it
 // returns the percentage taken (100 with no branch at all).
-func PrintCoverage(w io.Writer, cov *templates.Coverage) float64 {
+func PrintCoverage(w io.Writer, cov *coverage.Coverage) float64 {
 	branches, taken := cov.Branches()
 	type file struct {
 		name        string

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/coverage"
 )
 
 // A chart entry's branches are counted as own templates' are, by the
@@ -27,7 +28,7 @@ func TestChartCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cov := NewCoverage()
+	cov := coverage.New()
 	set, err := Load(cfg, cfg.Resources[0], Options{Coverage: cov})
 	if err != nil {
 		t.Fatal(err)

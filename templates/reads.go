@@ -16,6 +16,7 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates/engine"
+	"stencil.dev/stencil/templates/readview"
 	"stencil.dev/stencil/templates/view"
 )
 
@@ -27,7 +28,7 @@ import (
 // chart mode. The render itself asks nothing: a render worker holds no
 // cache, and one render reads one consistent set of objects.
 //
-// What a template sees of a read object is ReadView's (readview.go): an
+// What a template sees of a read object is readview.View's (package readview): an
 // allowlist, which the read informers' transform applies too.
 
 // funcRead is the template function that returns a read.
@@ -244,7 +245,7 @@ func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) 
 			list := make([]any, 0, len(items))
 			for _, u := range items {
 				served := src.Served(u.GroupVersionKind().GroupKind())
-				list = append(list, ReadView(u, rd, served))
+				list = append(list, readview.View(u, rd, served))
 				out.Refs = append(out.Refs, refOf(u, served))
 			}
 			out.Values[rd.Name] = list
@@ -277,7 +278,7 @@ func (s *Set) ResolveReads(parent *view.Object, src ReadSource) (*Reads, error) 
 			continue
 		}
 		served := src.Served(u.GroupVersionKind().GroupKind())
-		out.Values[rd.Name] = ReadView(u, rd, served)
+		out.Values[rd.Name] = readview.View(u, rd, served)
 		out.Refs = append(out.Refs, refOf(u, served))
 	}
 	return out, nil
@@ -315,7 +316,7 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 // refOf names u for status.reads: by resourceVersion, or, for a kind
 // stencil serves (served), by generation. Such an object's
 // resourceVersion changes with every status patch stencil makes, which
-// its readers do not see (ReadView): recorded, it would make resources
+// its readers do not see (readview.View): recorded, it would make resources
 // that read each other patch each other's status forever.
 func refOf(u *unstructured.Unstructured, served bool) ReadRef {
 	ref := ReadRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/readview"
 )
 
 // fakeReads is a ReadSource over a list of objects; it records the
@@ -179,11 +180,11 @@ data:
 // TestReadSecretDataOnlyWhenDeclared: secretData shows the data.
 func TestReadSecretDataOnlyWhenDeclared(t *testing.T) {
 	u := readObject("v1", "Secret", "team-a", "s", nil, map[string]any{"data": map[string]any{"k": "dg=="}, "stringData": map[string]any{"k": "v"}})
-	closed := ReadView(u, config.Read{APIVersion: "v1", Kind: "Secret"}, false)
+	closed := readview.View(u, config.Read{APIVersion: "v1", Kind: "Secret"}, false)
 	if closed["data"].(map[string]any)["k"] != "" || closed["stringData"] != nil {
 		t.Errorf("without secretData: %v", closed)
 	}
-	open := ReadView(u, config.Read{APIVersion: "v1", Kind: "Secret", SecretData: true}, false)
+	open := readview.View(u, config.Read{APIVersion: "v1", Kind: "Secret", SecretData: true}, false)
 	if open["data"].(map[string]any)["k"] != "dg==" {
 		t.Errorf("with secretData: %v", open)
 	}

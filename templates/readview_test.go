@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/templates/readview"
 )
 
 // The password the leak tests plant, and its base64 (a Secret's data).
@@ -341,13 +342,13 @@ func TestReadableEveryKind(t *testing.T) {
 			"annotations":   map[string]any{corev1.LastAppliedConfigAnnotation: "{}", "a": "b"},
 			"managedFields": []any{map[string]any{"manager": "m"}}},
 		"data": map[string]any{"k": "v"}}
-	Readable(cm, false)
+	readview.Readable(cm, false)
 	want := `{"apiVersion":"v1","data":{"k":"v"},"kind":"ConfigMap","metadata":{"annotations":{"a":"b"},"name":"c","namespace":"n","resourceVersion":"3"}}`
 	if got, _ := json.Marshal(cm); string(got) != want {
 		t.Errorf("a ConfigMap read:\n got %s\nwant %s", got, want)
 	}
 	secret := leakSecrets("n")[0].Object
-	Readable(secret, false)
+	readview.Readable(secret, false)
 	want = `{"apiVersion":"v1","data":{"password":""},"kind":"Secret","metadata":{"labels":{"app":"db"},"name":"db-applied","namespace":"n","resourceVersion":"7"},"type":"Opaque"}`
 	if got, _ := json.Marshal(secret); string(got) != want {
 		t.Errorf("a Secret read without secretData:\n got %s\nwant %s", got, want)

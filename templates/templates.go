@@ -41,6 +41,7 @@ import (
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates/budget"
 	"stencil.dev/stencil/templates/chart"
+	"stencil.dev/stencil/templates/coverage"
 	"stencil.dev/stencil/templates/engine"
 	"stencil.dev/stencil/templates/funcs"
 )
@@ -61,7 +62,7 @@ type Options struct {
 	// Coverage, when set, records which branches renders take (own
 	// templates and a chart's; "stencil test --coverage" renders in this
 	// process then, since a render worker loads its own sets).
-	Coverage *Coverage
+	Coverage *coverage.Coverage
 	// unbudgeted loads the templates without the render budget's
 	// counting, for BenchmarkRender's baseline only.
 	unbudgeted bool

@@ -16,6 +16,7 @@ import (
 	"stencil.dev/stencil/configtest"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/coverage"
 )
 
 func testCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -29,7 +30,7 @@ func testCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	update := fs.Bool("update", false, "rewrite every golden file with what its case renders")
 	junit := fs.String("junit", "", "also write the results as JUnit XML to `file`")
 	run := fs.String("run", "", "run only the cases whose file: name matches this `regex`")
-	coverage := fs.Bool("coverage", false, "print which if/else/range/with branches of each template the cases took (renders then run in this process)")
+	withCoverage := fs.Bool("coverage", false, "print which if/else/range/with branches of each template the cases took (renders then run in this process)")
 	minCoverage := fs.Float64("min-coverage", 0, "fail (exit 1) when the cases take fewer than `N` percent of the templates' branches; implies --coverage")
 	kubeVersion := fs.String("kube-version", "", "Kubernetes `version` a chart sees as .Capabilities.KubeVersion (default: Helm's, as helm template)")
 	paths, status, done := parseArgs(fs, args, stdout, stderr)
@@ -75,9 +76,9 @@ func testCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	topts := templates.Options{Capabilities: caps}
 	var wall *renderworker.Pool
-	if *coverage || *minCoverage > 0 {
+	if *withCoverage || *minCoverage > 0 {
 		// A render worker loads its own sets, without the branch calls.
-		topts.Coverage = templates.NewCoverage()
+		topts.Coverage = coverage.New()
 	} else {
 		// The cases render through the same wall as run and render.
 		if wall = renderworker.NewWall(1, klog.Background().V(2), nil); wall != nil {

@@ -44,6 +44,7 @@ import (
 
 	"stencil.dev/stencil/config"
 	"stencil.dev/stencil/templates"
+	"stencil.dev/stencil/templates/readview"
 )
 
 // Reader is a custom resource that reads: its resource and name.
@@ -122,7 +123,7 @@ type scope struct {
 	// full keeps a Secret's data in the cache: the scope's reads say
 	// secretData (or are not of Secrets). It is part of the key, so a
 	// Secret read with and without secretData are two informers, and the
-	// latter's cache holds only what templates.Readable lets it.
+	// latter's cache holds only what readview.Readable lets it.
 	full bool
 }
 
@@ -473,7 +474,7 @@ func (w *Watcher) start(sc scope, gvk schema.GroupVersionKind, announce bool) *s
 		// managedFields always). The object is fresh from the decoder,
 		// so it is reduced in place.
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			templates.Readable(u.Object, sc.full)
+			readview.Readable(u.Object, sc.full)
 		}
 		return obj, nil
 	})
@@ -512,7 +513,7 @@ func (w *Watcher) changed(oldObj, newObj any) {
 	if old != nil && cur != nil {
 		served := w.opts.Served(cur.GroupVersionKind().GroupKind())
 		full := config.Read{SecretData: true}
-		if reflect.DeepEqual(templates.ReadView(old, full, served), templates.ReadView(cur, full, served)) {
+		if reflect.DeepEqual(readview.View(old, full, served), readview.View(cur, full, served)) {
 			return
 		}
 	}

@@ -1,4 +1,13 @@
-package templates
+// Package readview is what a template sees of an object it reads, by
+// allowlist: a Secret read without secretData shows its name, namespace,
+// labels, type and key names, nothing else; any other read shows the
+// object without managedFields and the last-applied annotation.
+//
+// The choice a newcomer may question: it is its own package, below both
+// templates (the copy a render sees) and controller/reads (the read
+// informers' transform, before an object enters the cache), so that the
+// one allowlist is applied in both places and cannot be written twice.
+package readview
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -22,13 +31,13 @@ import (
 //
 // Readable is written once and applied twice: by the read informers'
 // transform, before an object enters the cache, so that stencil's memory
-// never holds what no template may see, and by ReadView, on the copy a
+// never holds what no template may see, and by View, on the copy a
 // template sees, so that a view is right whatever cache or file the
 // object came from.
 
 // Readable reduces obj, in place, to what a read may show; secretData is
 // the read's (it matters only for a core Secret). It keeps
-// metadata.resourceVersion, which a template never sees (ReadView drops
+// metadata.resourceVersion, which a template never sees (View drops
 // it) but status.reads names a read Secret by, and the cache's informer
 // compares; it drops metadata.uid, which nothing that reads needs (the
 // cache keys by namespace and name).
@@ -91,13 +100,13 @@ func isSecret(obj map[string]any) bool {
 	return err == nil && gv.Group == "" && kind == "Secret"
 }
 
-// ReadView is u as a read's templates see it: a copy, reduced by Readable
+// View is u as a read's templates see it: a copy, reduced by Readable
 // to what rd may show, without resourceVersion (it changes on every
 // write, and a render that printed it would change with it), and without
 // status when served (a kind stencil serves: its status is stencil's own
 // output, and a render that read it would re-render its peers on every
 // status patch).
-func ReadView(u *unstructured.Unstructured, rd config.Read, served bool) map[string]any {
+func View(u *unstructured.Unstructured, rd config.Read, served bool) map[string]any {
 	out := runtime.DeepCopyJSON(u.Object)
 	Readable(out, rd.SecretData)
 	if md, ok := out["metadata"].(map[string]any); ok {

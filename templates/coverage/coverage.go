@@ -1,4 +1,13 @@
-package templates
+// Package coverage records which branches of the templates renders take,
+// for "stencil test --coverage": own templates and a chart's, by file and
+// line.
+//
+// The choice a newcomer may question: branches are counted by a call the
+// template itself makes ({{ __stencil_cover N }} at the start of each
+// branch, added to the parsed tree), not by tracing the executor: the
+// same instrumented tree runs through the same render path as every other
+// render, so a covered branch is one a real render took.
+package coverage
 
 import (
 	"slices"
@@ -50,8 +59,8 @@ type Branch struct {
 // coverFunc is the call at the start of each branch: {{ __stencil_cover N }}.
 const coverFunc = "__stencil_cover"
 
-// NewCoverage returns an empty Coverage for Options.Coverage.
-func NewCoverage() *Coverage { return &Coverage{} }
+// New returns an empty Coverage for templates.Options.Coverage.
+func New() *Coverage { return &Coverage{} }
 
 // Branches returns every branch and how often renders took it, in the
 // order the templates were loaded.
