@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"stencil.dev/stencil/config/decode"
+	"stencil.dev/stencil/config/kinds"
 )
 
 // Reading what the resource does not own (DESIGN.md, "reads"): an entry
@@ -105,7 +106,7 @@ func ReadResource(rd Read, entries []Resource) (schema.GroupVersionResource, boo
 	if rd.Resource != "" {
 		return gvk.GroupVersion().WithResource(rd.Resource), true
 	}
-	if res, ok := builtinResources[gvk.GroupKind()]; ok {
+	if res, ok := kinds.Resource(gvk.GroupKind()); ok {
 		return gvk.GroupVersion().WithResource(res), true
 	}
 	for _, e := range entries {
@@ -156,7 +157,7 @@ func validateReads(c *Config, reads []Read, p *field.Path, skip pathSet) field.E
 			errs = append(errs, field.Required(rp, "apiVersion and kind are required, e.g. {apiVersion: v1, kind: ConfigMap}"))
 		} else if _, err := schema.ParseGroupVersion(rd.APIVersion); err != nil {
 			errs = append(errs, field.Invalid(rp.Child("apiVersion"), rd.APIVersion, fmt.Sprintf("%q: %v", rd.APIVersion, err)))
-		} else if clusterScoped[rd.GVK().GroupKind()] {
+		} else if kinds.IsClusterScoped(rd.GVK().GroupKind()) {
 			errs = append(errs, field.Forbidden(rp.Child("kind"), fmt.Sprintf("%s is cluster-scoped: a read is of namespaced objects", rd.GVK().GroupKind())))
 		}
 		if rd.Resource != "" && strings.ToLower(rd.Resource) != rd.Resource {
