@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 	"stencil.dev/stencil/config/decode"
+	"stencil.dev/stencil/config/snapshot"
 )
 
 // Config is the parsed and validated stencil config file.
@@ -42,7 +43,7 @@ type Config struct {
 	label func(i int) string
 	// snap holds every file the config names, as this load read them:
 	// the compile reads them from it, never from disk.
-	snap *Snapshot
+	snap *snapshot.Snapshot
 	// readTemplates are the computed read names and label values, by
 	// field path, as validate parsed them: the compile takes them from
 	// here (ReadTemplate), so that each is parsed once per load. Kept
@@ -53,7 +54,7 @@ type Config struct {
 
 // Snapshot is the files this config was loaded from (TakeSnapshot): what
 // its compile and its render workers read.
-func (c *Config) Snapshot() *Snapshot { return c.snap }
+func (c *Config) Snapshot() *snapshot.Snapshot { return c.snap }
 
 // ReadFile returns a file the config names, from its snapshot.
 func (c *Config) ReadFile(path string) ([]byte, error) {
@@ -223,7 +224,7 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 // watches file's entries resolved with resolve): every file check reads
 // the snapshot, never the disk. The Config keeps the snapshot, from which
 // its compile reads each template and chart.
-func LoadSnapshot(snap *Snapshot, resolve PluralResolver) (*Config, error) {
+func LoadSnapshot(snap *snapshot.Snapshot, resolve PluralResolver) (*Config, error) {
 	if snap.Watches {
 		return loadWatches(snap, resolve)
 	}
@@ -297,7 +298,7 @@ func (e *missingFileError) Unwrap() error { return e.err }
 // checkRegularFile says whether path is a regular file, as the config's
 // snapshot found it.
 func (c *Config) checkRegularFile(path string) error {
-	f := c.snap.stat(path)
+	f := c.snap.Stat(path)
 	switch {
 	case f.Missing:
 		return &missingFileError{resolved: path, err: fs.ErrNotExist}

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"stencil.dev/stencil/config/kinds"
 )
 
 const cfgPath = "testdata/stencil.yaml"
@@ -274,7 +276,7 @@ func TestChildrenChecks(t *testing.T) {
 				// package entry words the warnings (entry_test.go).
 				grants := 0
 				for _, k := range cfg.Resources[0].Children {
-					if GrantsPermissions(k.GVK().GroupKind()) {
+					if kinds.GrantsPermissions(k.GVK().GroupKind()) {
 						grants++
 					}
 				}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -9,21 +8,22 @@ import (
 	"slices"
 	"strings"
 	"text/template"
-	"text/template/parse"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"stencil.dev/stencil/config/decode"
+	"stencil.dev/stencil/config/kinds"
+	"stencil.dev/stencil/config/readtemplate"
 )
 
 // Reading what the resource does not own (DESIGN.md, "reads"): an entry
 // declares the objects its templates may read, by a fixed name, a name
 // computed from the resource, or a label selector. The platform declares
 // them; nothing else is readable. Here they are decoded and checked, and
-// the computed names parsed, once per load (Config.ReadTemplate); the
-// templates package runs them, the controller watches what they resolve
-// to.
+// the computed names parsed (package config/readtemplate), once per load
+// (Config.ReadTemplate); the templates package runs them, the controller
+// watches what they resolve to.
 
 // Read is one item of an entry's reads list.
 type Read struct {
@@ -105,7 +105,7 @@ func ReadResource(rd Read, entries []Resource) (schema.GroupVersionResource, boo
 	if rd.Resource != "" {
 		return gvk.GroupVersion().WithResource(rd.Resource), true
 	}
-	if res, ok := builtinResources[gvk.GroupKind()]; ok {
+	if res, ok := kinds.Resource(gvk.GroupKind()); ok {
 		return gvk.GroupVersion().WithResource(res), true
 	}
 	for _, e := range entries {
@@ -156,7 +156,7 @@ func validateReads(c *Config, reads []Read, p *field.Path, skip pathSet) field.E
 			errs = append(errs, field.Required(rp, "apiVersion and kind are required, e.g. {apiVersion: v1, kind: ConfigMap}"))
 		} else if _, err := schema.ParseGroupVersion(rd.APIVersion); err != nil {
 			errs = append(errs, field.Invalid(rp.Child("apiVersion"), rd.APIVersion, fmt.Sprintf("%q: %v", rd.APIVersion, err)))
-		} else if clusterScoped[rd.GVK().GroupKind()] {
+		} else if kinds.IsClusterScoped(rd.GVK().GroupKind()) {
 			errs = append(errs, field.Forbidden(rp.Child("kind"), fmt.Sprintf("%s is cluster-scoped: a read is of namespaced objects", rd.GVK().GroupKind())))
 		}
 		if rd.Resource != "" && strings.ToLower(rd.Resource) != rd.Resource {
@@ -218,13 +218,13 @@ func (c *Config) validateReadTarget(rd Read, rp *field.Path) field.ErrorList {
 }
 
 // parseReadTemplate parses a computed name or label value at p as a
-// template of the bounded kind ParseReadTemplate takes, and keeps it for
+// template of the bounded kind readtemplate.Parse takes, and keeps it for
 // the compile (ReadTemplate). It is named by its path under the entry
 // ("reads[0].objectName"), as the errors of running it say.
 func (c *Config) parseReadTemplate(p *field.Path, text string) field.ErrorList {
 	full := p.String()
 	_, name, _ := strings.Cut(full, ".")
-	t, err := ParseReadTemplate(name, text)
+	t, err := readtemplate.Parse(name, text)
 	if err != nil {
 		return field.ErrorList{field.Invalid(p, text, err.Error())}
 	}
@@ -232,106 +232,5 @@ func (c *Config) parseReadTemplate(p *field.Path, text string) field.ErrorList {
 		c.readTemplates = map[string]*template.Template{}
 	}
 	c.readTemplates[full] = t
-	return nil
-}
-
-// readTemplateFuncs are the functions a computed read name or label value
-// may call: text/template's builtins whose cost is at most linear in what
-// they are given (a field of the resource, whose size the API server
-// bounds), and none that loops or pads (printf's width).
-var readTemplateFuncs = map[string]bool{
-	"print": true, "index": true, "len": true, "not": true, "and": true, "or": true,
-	"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
-}
-
-// ParseReadTemplate parses a computed read name or label value (a
-// template over the resource, run in the controller when the read is
-// resolved). Such a template runs outside the render wall, so it is held
-// to a kind whose cost is bounded by its own length times the resource's
-// size: field references, if and with, and the builtins
-// readTemplateFuncs names; no range, no template or block, no printf.
-// Executed over an object the API server stores (at most about 1.5 MiB),
-// it cannot loop, nest loops or pad, whatever the tenant's values
-// (TestReadTemplatesAreBounded).
-func ParseReadTemplate(name, text string) (*template.Template, error) {
-	t, err := template.New(name).Option("missingkey=zero").Parse(text)
-	if err != nil {
-		return nil, fmt.Errorf("does not parse as a template: %w", err)
-	}
-	for _, tt := range t.Templates() {
-		if tt.Name() != name {
-			return nil, fmt.Errorf("defines template %q: a computed name is one expression over the resource (field references, if, with and %s)", tt.Name(), strings.Join(slices.Sorted(maps.Keys(readTemplateFuncs)), ", "))
-		}
-		if tt.Tree != nil {
-			if err := boundedReadNode(tt.Tree.Root); err != nil {
-				return nil, fmt.Errorf("%w: a computed name runs in the controller, so it takes field references, if, with and %s only", err, strings.Join(slices.Sorted(maps.Keys(readTemplateFuncs)), ", "))
-			}
-		}
-	}
-	return t, nil
-}
-
-// boundedReadNode refuses every node of a read template that could cost
-// more than linear work in the resource: loops, template calls and
-// functions outside readTemplateFuncs.
-func boundedReadNode(n parse.Node) error {
-	switch x := n.(type) {
-	case nil:
-		return nil
-	case *parse.ListNode:
-		if x == nil {
-			return nil
-		}
-		for _, c := range x.Nodes {
-			if err := boundedReadNode(c); err != nil {
-				return err
-			}
-		}
-	case *parse.TextNode, *parse.CommentNode, *parse.FieldNode, *parse.VariableNode, *parse.DotNode,
-		*parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.NilNode:
-	case *parse.ActionNode:
-		return boundedReadNode(x.Pipe)
-	case *parse.PipeNode:
-		if x == nil {
-			return nil
-		}
-		for _, c := range x.Cmds {
-			if err := boundedReadNode(c); err != nil {
-				return err
-			}
-		}
-	case *parse.CommandNode:
-		for _, a := range x.Args {
-			if err := boundedReadNode(a); err != nil {
-				return err
-			}
-		}
-	case *parse.ChainNode:
-		return boundedReadNode(x.Node)
-	case *parse.IdentifierNode:
-		if !readTemplateFuncs[x.Ident] {
-			return fmt.Errorf("calls %s", x.Ident)
-		}
-	case *parse.IfNode:
-		return boundedBranch(&x.BranchNode)
-	case *parse.WithNode:
-		return boundedBranch(&x.BranchNode)
-	case *parse.RangeNode:
-		return errors.New("ranges")
-	case *parse.TemplateNode:
-		return fmt.Errorf("calls template %q", x.Name)
-	default:
-		return fmt.Errorf("holds %s", n)
-	}
-	return nil
-}
-
-// boundedBranch checks an if's or with's pipeline and both its lists.
-func boundedBranch(b *parse.BranchNode) error {
-	for _, n := range []parse.Node{b.Pipe, b.List, b.ElseList} {
-		if err := boundedReadNode(n); err != nil {
-			return err
-		}
-	}
 	return nil
 }

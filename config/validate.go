@@ -359,7 +359,7 @@ func validateReadyCheck(c ReadyCheck, p *field.Path, skip pathSet) field.ErrorLi
 // checkChart says whether path is a chart directory or archive, as the
 // config's snapshot found it.
 func (c *Config) checkChart(path string) error {
-	f := c.snap.stat(path)
+	f := c.snap.Stat(path)
 	switch {
 	case f.Missing:
 		return &missingFileError{resolved: path, err: fs.ErrNotExist}

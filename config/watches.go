@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 	"stencil.dev/stencil/config/decode"
+	"stencil.dev/stencil/config/snapshot"
 )
 
 // Watch is one entry of helm-operator's watches.yaml, as helm-operator
@@ -64,7 +65,7 @@ func LoadWatches(path string, resolve PluralResolver) (*Config, error) {
 }
 
 // loadWatches is LoadSnapshot of a watches file.
-func loadWatches(snap *Snapshot, resolve PluralResolver) (*Config, error) {
+func loadWatches(snap *snapshot.Snapshot, resolve PluralResolver) (*Config, error) {
 	path := snap.Path
 	watches, err := parseWatches(path, snap.Config)
 	if err != nil {
@@ -91,7 +92,7 @@ func loadWatches(snap *Snapshot, resolve PluralResolver) (*Config, error) {
 
 // resource is the chart entry the watch at p in snap's watches file
 // means.
-func (w Watch) resource(snap *Snapshot, p *field.Path, resolve PluralResolver) (Resource, *field.Error) {
+func (w Watch) resource(snap *snapshot.Snapshot, p *field.Path, resolve PluralResolver) (Resource, *field.Error) {
 	if w.Version == "" || w.Kind == "" {
 		return Resource{}, field.Required(p, "version and kind are required")
 	}

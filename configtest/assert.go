@@ -13,6 +13,8 @@ import (
 	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"stencil.dev/stencil/configtest/lookedat"
 )
 
 // Assertions are CEL, the language of the CRDs' validation rules, over:
@@ -26,7 +28,7 @@ import (
 //
 // Each must evaluate to true. A failure prints the expression, what it
 // came to, where its top is a comparison both sides' values, and what it
-// read of which objects (seen.go).
+// read of which objects (package configtest/lookedat).
 //
 // Each assertion runs under a cost limit, cel-go's runtime cost (about
 // one unit per step: a field read, a comparison, an iteration of a
@@ -195,10 +197,14 @@ func (a *assertion) check(r *rendered, resource *unstructured.Unstructured) stri
 // looked runs a again over values that record what it reads, and says
 // what it read of which objects ("" when nothing).
 func (a *assertion) looked(r *rendered, resource *unstructured.Unstructured) string {
-	vars, roots, listed := seenActivation(r, resource)
+	labels := make([]string, len(r.children))
+	for i, c := range r.children {
+		labels[i] = objectLabel(c)
+	}
+	vars, rec := lookedat.Activation(activation(r, resource), labels, "resource "+objectLabel(resource))
 	// Its result is the one already reported; only the reads count.
 	_, _, _ = a.prog.Eval(vars)
-	if s := lookedAt(roots, *listed); s != "" {
+	if s := rec.String(); s != "" {
 		return "\n    " + strings.ReplaceAll(s, "\n", "\n    ")
 	}
 	return ""

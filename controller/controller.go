@@ -46,7 +46,7 @@ import (
 
 // Kube is the typed part of client-go stencil uses: the core group for
 // events, the coordination group for the leader-election Lease, and the
-// authorization group for the access reviews of a reload (accessneeds.go). A
+// authorization group for the access reviews of a reload (access.go). A
 // kubernetes.Interface satisfies it, but run builds only these group
 // clients: the whole clientset brings every group's typed client and apply
 // configurations into the binary (12 of its 68 MB), and with them 6.6 MiB

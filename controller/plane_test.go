@@ -40,7 +40,7 @@ import (
 // children stencil applies; tests wait by polling a condition with a
 // deadline. The registry's own behaviour is tested in package registry,
 // on the registry alone: here are the tests of the controller's end of
-// it (and accessneeds_test.go's of the access reviews), which need the workers.
+// it (and access_test.go's of the access reviews), which need the workers.
 
 var (
 	gizmoGVR     = schema.GroupVersionResource{Group: "toys.example.com", Version: "v1", Resource: "gizmos"}

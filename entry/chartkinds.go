@@ -13,6 +13,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/kinds"
 )
 
 // Chart entries (chart mode): an entry that names a Helm chart instead of
@@ -53,7 +54,7 @@ func chartKinds(ch *chartv2.Chart, allowGrants bool) []config.ChildKind {
 	var out []config.ChildKind
 	for gvk := range seen {
 		gk := gvk.GroupKind()
-		if config.IsClusterScoped(gk) || config.GrantsPermissions(gk) && !allowGrants {
+		if kinds.IsClusterScoped(gk) || kinds.GrantsPermissions(gk) && !allowGrants {
 			continue
 		}
 		out = append(out, config.ChildKind{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/kinds"
 )
 
 // Entry is one entry of a config, compiled.
@@ -145,7 +146,7 @@ func Warnings(entries []*Entry) []string {
 	var out []string
 	for _, e := range entries {
 		for j, k := range e.Children {
-			if config.GrantsPermissions(k.GVK().GroupKind()) {
+			if kinds.GrantsPermissions(k.GVK().GroupKind()) {
 				// With an identity, the API server's escalation check is
 				// made as the identity, not as stencil.
 				whose := "stencil's own Role allows"

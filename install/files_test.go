@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/snapshot"
 	"stencil.dev/stencil/controller/reload"
 )
 
@@ -90,7 +91,7 @@ func TestEveryNamedFileIsWatchedAndPacked(t *testing.T) {
 	for _, f := range cfg.Files() {
 		files := []string{f.Path}
 		if f.Chart {
-			if files, err = config.ChartFiles(f.Path); err != nil {
+			if files, err = snapshot.ChartFiles(f.Path); err != nil {
 				t.Fatal(err)
 			}
 		}

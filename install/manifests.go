@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/snapshot"
 	"stencil.dev/stencil/entry"
 )
 
@@ -192,7 +193,7 @@ func configFiles(cfg *config.Config) ([]configFile, error) {
 	for _, f := range cfg.Files() {
 		files := []string{f.Path}
 		if f.Chart {
-			if files, err = config.ChartFiles(f.Path); err != nil {
+			if files, err = snapshot.ChartFiles(f.Path); err != nil {
 				return nil, fmt.Errorf("%s: %s: %w", cfg.Path, f.Field, err)
 			}
 		}

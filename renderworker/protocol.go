@@ -16,7 +16,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 
-	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/snapshot"
 	"stencil.dev/stencil/templates"
 	"stencil.dev/stencil/templates/view"
 )
@@ -61,7 +61,7 @@ type Hello struct {
 	Version int `json:"version"`
 	// Snapshot is every file of the config as the controller read it
 	// once, at this load (config.TakeSnapshot).
-	Snapshot *config.Snapshot `json:"snapshot"`
+	Snapshot *snapshot.Snapshot `json:"snapshot"`
 	// Plurals are the plurals discovery gave the controller for a
 	// watches file, by GroupVersionKind string: the worker asks no API
 	// server.

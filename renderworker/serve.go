@@ -23,7 +23,7 @@ import (
 const envWorker = "STENCIL_RENDER_WORKER"
 
 // EnvSnapshot is set in a worker's environment to the digest of the
-// config snapshot it serves (config.Snapshot.Digest): how a person or a
+// config snapshot it serves (snapshot.Snapshot.Digest): how a person or a
 // test tells which config a worker process renders.
 const EnvSnapshot = "STENCIL_RENDER_SNAPSHOT"
 

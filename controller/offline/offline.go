@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/kinds"
 	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/controller/reads"
 	"stencil.dev/stencil/controller/reconcile"
@@ -332,7 +333,7 @@ func (m *mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 		}
 	}
 	scope := meta.RESTScopeNamespace
-	if config.IsClusterScoped(gk) {
+	if kinds.IsClusterScoped(gk) {
 		scope = meta.RESTScopeRoot
 	}
 	return &meta.RESTMapping{Resource: gvr, GroupVersionKind: gvk, Scope: scope}, nil

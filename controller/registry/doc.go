@@ -5,10 +5,11 @@
 // label-filtered caches and names caches; the CRD informer that says which
 // resources are served and what each one's status schema accepts; and the
 // reload: a new config is prepared (its informers built, started and
-// synced, its RBAC reviewed) outside the lock, then committed in one step
-// or discarded, so a refused reload changes nothing. The package never
-// imports controller: the event handlers, cache transforms, metrics and the
-// access review come in through Hooks.
+// synced) outside the lock, then committed in one step or discarded, so a
+// refused reload changes nothing; whether stencil's RBAC allows the new
+// config is asked before, by the controller (package controller/access).
+// The package never imports controller: the event handlers, cache
+// transforms and metrics come in through Hooks.
 //
 // The files, in the order a CRD event goes through them: crd.go (the CRD
 // informer, refresh, the stripped CRD cache), parents.go (configured
@@ -16,8 +17,7 @@
 // (child kinds, those waiting for a CRD resolved). Beside them:
 // registry.go (the Registry, its accessors and cache lookups), reconfigure.go
 // (prepare, commit, discard), schema.go (status pruning by schema),
-// access.go (SelfSubjectAccessReviews), shard.go (a ring member's
-// share-limited informers and Reshard).
+// shard.go (a ring member's share-limited informers and Reshard).
 //
 // The choice a newcomer may question: which resources are served comes
 // from an informer on the CRD objects, stripped to a few fields, not from

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/snapshot"
 	"stencil.dev/stencil/renderworker"
 	"stencil.dev/stencil/templates"
 )
@@ -69,7 +70,7 @@ func (s Source) Load() (*config.Config, []*templates.Set, error) {
 // Compile compiles snap, once: the config validated, its templates parsed
 // and its charts loaded, from the snapshot's bytes. With a Wall, the sets
 // are attached to it (Attach).
-func (s Source) Compile(snap *config.Snapshot) (*config.Config, []*templates.Set, error) {
+func (s Source) Compile(snap *snapshot.Snapshot) (*config.Config, []*templates.Set, error) {
 	plurals := map[string]string{}
 	if s.Resolve != nil {
 		resolve := s.Resolve
@@ -200,10 +201,10 @@ func (s Source) Fingerprint() string {
 		}
 	}
 	// addTree adds a chart: a .tgz, or every file of its directory as
-	// Helm reads it (config.ChartFiles); a tree that cannot be walked
+	// Helm reads it (snapshot.ChartFiles); a tree that cannot be walked
 	// hashes as its error.
 	addTree := func(root string) {
-		files, err := config.ChartFiles(root)
+		files, err := snapshot.ChartFiles(root)
 		if err != nil {
 			fmt.Fprintf(h, "%s\x00error: %v\x00", root, err)
 		}

@@ -1,4 +1,4 @@
-package registry
+package access
 
 import (
 	"context"
@@ -44,18 +44,18 @@ func reviews(broken bool, denied ...string) *authorizationfake.FakeAuthorization
 	return f
 }
 
-func TestCheckAccess(t *testing.T) {
+func TestCheck(t *testing.T) {
 	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	gizmos := schema.GroupVersionResource{Group: "toys.example.com", Version: "v1", Resource: "gizmos"}
-	needs := []AccessNeed{
+	needs := []Need{
 		{GVR: gizmos, Subresource: "status", Namespace: "team-a", Verbs: []string{"patch"}},
 		{GVR: configMaps, Namespace: "platform", Name: "defaults", Verbs: []string{"get", "list", "watch"}},
 		{GVR: configMaps, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	}
-	SortNeeds(needs)
+	Sort(needs)
 	if needs[0].ResourceName() != "configmaps" || needs[0].Namespace != "" || needs[1].Name != "defaults" ||
 		needs[2].ResourceName() != "gizmos.toys.example.com/status" {
-		t.Fatalf("SortNeeds: %+v; want configmaps in all namespaces first, then by name in platform", needs)
+		t.Fatalf("Sort: %+v; want configmaps in all namespaces first, then by name in platform", needs)
 	}
 	tests := []struct {
 		name   string
@@ -77,19 +77,19 @@ func TestCheckAccess(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckAccess(context.Background(), reviews(tt.broken, tt.denied...).SelfSubjectAccessReviews(), time.Second, needs)
+			err := Check(context.Background(), reviews(tt.broken, tt.denied...).SelfSubjectAccessReviews(), time.Second, needs)
 			if tt.want == nil {
 				if err != nil {
-					t.Fatalf("CheckAccess = %v, want nil", err)
+					t.Fatalf("Check = %v, want nil", err)
 				}
 				return
 			}
 			if err == nil || err.Error() != strings.Join(tt.want, "\n") {
-				t.Fatalf("CheckAccess = %v\nwant %s", err, strings.Join(tt.want, "\n"))
+				t.Fatalf("Check = %v\nwant %s", err, strings.Join(tt.want, "\n"))
 			}
-			var denied *AccessDeniedError
+			var denied *DeniedError
 			if !tt.broken && (!errors.As(err, &denied) || denied.Resource != "configmaps" || strings.Join(denied.Verbs, ",") != "create,delete") {
-				t.Errorf("first AccessDeniedError = %#v, want configmaps create, delete", denied)
+				t.Errorf("first DeniedError = %#v, want configmaps create, delete", denied)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package config
+package readtemplate
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 )
 
 // TestReadTemplatesAreBounded: a computed read name runs in the controller,
-// outside the render wall, so ParseReadTemplate takes only templates whose
+// outside the render wall, so Parse takes only templates whose
 // cost is linear in the resource: loops, template calls and padding are
 // refused at load, naming what was refused; what it takes, run over a
 // tenant's spec of 1 MiB (wide, and deep), allocates at most a small
@@ -26,7 +26,7 @@ func TestReadTemplatesAreBounded(t *testing.T) {
 		`{{ if .Spec.a }}{{ range .Spec.b }}{{ end }}{{ end }}`,
 		`{{ with .Spec.a }}{{ else }}{{ range .Spec.b }}{{ end }}{{ end }}`,
 	} {
-		if _, err := ParseReadTemplate("reads[0].objectName", text); err == nil {
+		if _, err := Parse("reads[0].objectName", text); err == nil {
 			t.Errorf("%s: taken, want refused", text)
 		} else if !strings.Contains(err.Error(), "field references, if, with and") {
 			t.Errorf("%s: the error does not say what a computed name may hold: %v", text, err)
@@ -50,7 +50,7 @@ func TestReadTemplatesAreBounded(t *testing.T) {
 		`{{ with .Spec.n }}{{ print . . . }}{{ end }}`,
 		`{{ $s := .Spec }}{{ print $s $s $s $s }}{{ len $s }}`,
 	} {
-		tpl, err := ParseReadTemplate("reads[0].objectName", text)
+		tpl, err := Parse("reads[0].objectName", text)
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}

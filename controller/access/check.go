@@ -1,4 +1,17 @@
-package registry
+// Package access is a reload's RBAC check: what stencil's own account
+// needs for a new config beyond what it needed for the running one
+// (Needs), and the SelfSubjectAccessReviews that ask the API server for it
+// (Check) before anything of the new config is prepared.
+//
+// The choice a newcomer may question: the needs are not a list of their
+// own but package install's Grants, the very rules "stencil rbac" prints,
+// compared verb by verb with the running config's. A permission "stencil
+// rbac" gains is asked the day it is added, and the check never asks for
+// what the printed role does not grant. Asking first matters because the
+// informers' first list would find a missing list or watch, but not a
+// missing create, patch or delete: those would show only after the
+// commit, as an apply failing on every resource.
+package access
 
 import (
 	"context"
@@ -16,15 +29,13 @@ import (
 )
 
 // Before a reload starts anything of a new config, it asks the API server
-// whether stencil may do what the config needs beyond the running one
-// (package install's Grants, what "stencil rbac" prints; package
-// controller lists them): one SelfSubjectAccessReview per verb, as
-// "kubectl auth can-i" does. The informers' first list would find a
-// missing list or watch, but not a missing create, patch or delete: those
-// would show only after the commit, as an apply failing on every resource.
+// whether stencil may do what the config needs beyond the running one:
+// one SelfSubjectAccessReview per verb, as "kubectl auth can-i" does.
 
-// AccessNeed is what stencil needs of one resource in one namespace.
-type AccessNeed struct {
+// Need is what stencil needs of one resource in one namespace.
+type Need struct {
+	// GVR and Subresource are the resource (its version unused, as in a
+	// role) and the subresource, if any.
 	GVR         schema.GroupVersionResource
 	Subresource string
 	Namespace   string // "" for all namespaces
@@ -36,7 +47,7 @@ type AccessNeed struct {
 
 // ResourceName names the resource as a role does: plural.group, and
 // /subresource.
-func (n AccessNeed) ResourceName() string {
+func (n Need) ResourceName() string {
 	s := n.GVR.GroupResource().String()
 	if n.Subresource != "" {
 		s += "/" + n.Subresource
@@ -44,10 +55,10 @@ func (n AccessNeed) ResourceName() string {
 	return s
 }
 
-// SortNeeds orders needs by resource, then namespace, then name, so that
+// Sort orders needs by resource, then namespace, then name, so that
 // the reviews and the messages are the same on every replica.
-func SortNeeds(needs []AccessNeed) {
-	slices.SortFunc(needs, func(a, b AccessNeed) int {
+func Sort(needs []Need) {
+	slices.SortFunc(needs, func(a, b Need) int {
 		if c := strings.Compare(a.ResourceName(), b.ResourceName()); c != 0 {
 			return c
 		}
@@ -58,9 +69,9 @@ func SortNeeds(needs []AccessNeed) {
 	})
 }
 
-// AccessDeniedError says stencil lacks RBAC for what a new config needs. The
+// DeniedError says stencil lacks RBAC for what a new config needs. The
 // reload is refused, and retrying it cannot help until the verbs are granted.
-type AccessDeniedError struct {
+type DeniedError struct {
 	// Resource is the resource as a role names it: "configmaps",
 	// "deployments.apps", "webapps.apps.example.com/status".
 	Resource string
@@ -73,7 +84,7 @@ type AccessDeniedError struct {
 }
 
 // Error names the verbs, the resource and the namespace.
-func (e *AccessDeniedError) Error() string {
+func (e *DeniedError) Error() string {
 	where := "in all namespaces"
 	if e.Namespace != "" {
 		where = "in namespace " + e.Namespace
@@ -87,14 +98,14 @@ func (e *AccessDeniedError) Error() string {
 
 // Retryable says the same config may be taken later without a change to
 // it: once the RBAC it lacks is granted. The reload loop tries it again.
-func (e *AccessDeniedError) Retryable() bool { return true }
+func (e *DeniedError) Retryable() bool { return true }
 
-// CheckAccess asks reviews, one review per verb, whether stencil may do
+// Check asks reviews, one review per verb, whether stencil may do
 // everything needs lists, bounded by timeout. Each resource and namespace
-// with refused verbs is an *AccessDeniedError, joined with the others. A
+// with refused verbs is a *DeniedError, joined with the others. A
 // review that fails refuses the reload too: not known to be allowed is
 // not allowed.
-func CheckAccess(ctx context.Context, reviews typedauthorizationv1.SelfSubjectAccessReviewInterface, timeout time.Duration, needs []AccessNeed) error {
+func Check(ctx context.Context, reviews typedauthorizationv1.SelfSubjectAccessReviewInterface, timeout time.Duration, needs []Need) error {
 	if len(needs) == 0 {
 		return nil
 	}
@@ -123,7 +134,7 @@ func CheckAccess(ctx context.Context, reviews typedauthorizationv1.SelfSubjectAc
 		if len(refused) == 0 {
 			continue
 		}
-		e := &AccessDeniedError{Resource: n.ResourceName(), Namespace: n.Namespace, Name: n.Name, Verbs: refused}
+		e := &DeniedError{Resource: n.ResourceName(), Namespace: n.Namespace, Name: n.Name, Verbs: refused}
 		logger.Info("Reload refused: stencil lacks RBAC for what the new config adds",
 			"resource", e.Resource, "namespace", e.Namespace, "name", e.Name, "verbs", e.Verbs, "reasons", reasons)
 		denied = append(denied, e)

@@ -1,24 +1,9 @@
-package configtest
-
-import (
-	"encoding/json"
-	"fmt"
-	"reflect"
-	"strings"
-
-	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
-
-// What a failed assertion looked at. "got false" says little about
+// Package lookedat says what a failed CEL assertion of "stencil test"
+// looked at. "got false" says little about
 // objects.exists(o, o.kind == 'Deployment' && o.spec.replicas == 2) in a
 // render of eight objects; the reader wants the objects it read and the
-// values it found there. So a failed assertion runs once more (only when
-// it failed: a passing case pays nothing) over values that record each
-// field read, and the failure lists, per object, the deepest fields the
-// assertion read and their values:
+// values it found there. So the failure lists, per object, the deepest
+// fields the assertion read and their values:
 //
 //	looked at:
 //	  Deployment team-a/g: .kind = "Deployment", .spec.replicas = 2
@@ -28,6 +13,25 @@ import (
 // An object of which only apiVersion, kind and metadata.name or
 // namespace were read (one a filter passed over) is named on the last
 // line, not listed, so that a large render stays short.
+//
+// The choice a newcomer may question: the reads are not recorded when the
+// assertion first runs. A failed assertion runs once more, over values
+// that record each field read (Activation), so that a passing case, the
+// common one, pays nothing for the wrappers; the second run's result is
+// the first's, only its reads count.
+package lookedat
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+)
 
 // maxLooked caps the objects a failure lists, and the names it lists of
 // those passed over.
@@ -93,31 +97,42 @@ func (r *seenRoot) identityOnly() bool {
 	return true
 }
 
-// seenActivation is the variables of an assertion as recording values,
-// and the roots they record into, in the order a failure lists them.
-func seenActivation(r *rendered, resource *unstructured.Unstructured) (map[string]any, []*seenRoot, *bool) {
-	vars := activation(r, resource)
-	var roots []*seenRoot
+// Record is what one run of an assertion read: one root per object of
+// objects, then the status and the resource.
+type Record struct {
+	roots []*seenRoot
+	// listed says the objects list itself was read (its size, say).
+	listed bool
+}
+
+// Activation returns a copy of vars, an assertion's variables, whose
+// objects (a list of maps), status and resource record every read into
+// the returned Record. objectLabels name the objects in a failure, in
+// order; resourceLabel names the resource.
+func Activation(vars map[string]any, objectLabels []string, resourceLabel string) (map[string]any, *Record) {
+	vars = maps.Clone(vars)
+	rec := &Record{}
 	objects := vars["objects"].([]any)
 	elems := make([]ref.Val, len(objects))
 	for i, o := range objects {
-		root := &seenRoot{label: objectLabel(r.children[i]), object: true}
-		roots = append(roots, root)
+		root := &seenRoot{label: objectLabels[i], object: true}
+		rec.roots = append(rec.roots, root)
 		elems[i] = seenValue(types.DefaultTypeAdapter.NativeToValue(o), root, "")
 	}
-	listed := false
 	status := &seenRoot{label: "status"}
-	res := &seenRoot{label: "resource " + objectLabel(resource)}
-	roots = append(roots, status, res)
-	vars["objects"] = &seenObjects{Lister: types.NewRefValList(types.DefaultTypeAdapter, elems).(traits.Lister), listed: &listed}
+	res := &seenRoot{label: resourceLabel}
+	rec.roots = append(rec.roots, status, res)
+	vars["objects"] = &seenObjects{Lister: types.NewRefValList(types.DefaultTypeAdapter, elems).(traits.Lister), listed: &rec.listed}
 	vars["status"] = seenValue(types.DefaultTypeAdapter.NativeToValue(vars["status"]), status, "")
 	vars["resource"] = seenValue(types.DefaultTypeAdapter.NativeToValue(vars["resource"]), res, "")
-	return vars, roots, &listed
+	return vars, rec
 }
 
-// lookedAt is what a failure prints of what the assertion read: nothing
-// when it read none of objects, status and resource.
-func lookedAt(roots []*seenRoot, listed bool) string {
+// String is what a failure prints of what the assertion read, "looked
+// at:" and a line per object: "" when it read none of objects, status and
+// resource.
+func (rec *Record) String() string {
+	roots, listed := rec.roots, rec.listed
 	var lines, passed []string
 	objects, more := 0, 0
 	for _, r := range roots {

@@ -22,7 +22,7 @@ import (
 	core "k8s.io/client-go/testing"
 
 	"stencil.dev/stencil/config"
-	"stencil.dev/stencil/controller/registry"
+	"stencil.dev/stencil/controller/access"
 	"stencil.dev/stencil/controller/reload"
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/install"
@@ -109,9 +109,9 @@ func TestReloadAddingAChildKindWithoutRBACIsRefusedNamingTheVerbs(t *testing.T) 
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Reconfigure = %v, want an error saying %q", err, want)
 	}
-	var denied *registry.AccessDeniedError
+	var denied *access.DeniedError
 	if !errors.As(err, &denied) || denied.Resource != "configmaps" || strings.Join(denied.Verbs, ",") != "create,patch,delete" {
-		t.Errorf("Reconfigure error = %#v, want a *registry.AccessDeniedError for configmaps create, patch, delete", denied)
+		t.Errorf("Reconfigure error = %#v, want a *access.DeniedError for configmaps create, patch, delete", denied)
 	}
 	// Every verb "stencil rbac" grants a child kind was asked, cluster-wide.
 	if got := kube.askedFor("configmaps", ""); strings.Join(got, ",") != strings.Join(install.ChildVerbs, ",") {
@@ -187,7 +187,7 @@ func entriesOf(t *testing.T, text string) []*entry.Entry {
 }
 
 // needsText prints needs one a line: "verbs resource[ named name] in namespace".
-func needsText(needs []registry.AccessNeed) string {
+func needsText(needs []access.Need) string {
 	var b strings.Builder
 	for _, n := range needs {
 		b.WriteString(strings.Join(n.Verbs, ","))
@@ -237,7 +237,7 @@ func TestAccessNeedsOfAReadOfSecrets(t *testing.T) {
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Controller{opts: Options{Namespace: tt.namespace}}
-			needs, err := accessNeeds(c.roleOptions(), running, next)
+			needs, err := access.Needs(c.roleOptions(), running, next)
 			must(t, err)
 			if got := needsText(needs); got != tt.want {
 				t.Errorf("needs:\n%s\nwant:\n%s", got, tt.want)
@@ -249,7 +249,7 @@ func TestAccessNeedsOfAReadOfSecrets(t *testing.T) {
 	// namespaces; what is cluster-scoped, cluster-wide.
 	grants, err := install.Grants(next, install.RoleOptions{})
 	must(t, err)
-	needs := needsBeyond(grants, nil)
+	needs := access.Beyond(grants, nil)
 	want := "get,list,watch configmaps named platform-defaults in stencil-system\n" +
 		"get,list,watch,create,patch,delete configmaps in team-a\n" +
 		"get,list,watch,create,patch,delete configmaps in team-b\n" +
@@ -276,7 +276,7 @@ func TestAccessNeedsOfAReadOfSecrets(t *testing.T) {
       - {name: any, apiVersion: v1, kind: Secret, selector: {matchLabels: {a: "{{ .Name }}"}}}
       - {name: cm, apiVersion: v1, kind: ConfigMap, objectName: "{{ .Name }}"}
 `)
-	needs, err = accessNeeds(install.RoleOptions{}, wide, next)
+	needs, err = access.Needs(install.RoleOptions{}, wide, next)
 	must(t, err)
 	if len(needs) != 0 {
 		t.Errorf("needs beyond a config reading Secrets and ConfigMaps everywhere:\n%s", needsText(needs))
@@ -310,13 +310,13 @@ func TestAccessNeedsWithManageCRDs(t *testing.T) {
 			"create,patch events in *\n" + gizmos},
 	} {
 		c := &Controller{opts: Options{ManageCRDs: tt.manage}}
-		needs, err := accessNeeds(c.roleOptions(), running, next)
+		needs, err := access.Needs(c.roleOptions(), running, next)
 		must(t, err)
 		if got := needsText(needs); got != tt.want {
 			t.Errorf("--manage-crds=%v: needs:\n%s\nwant:\n%s", tt.manage, got, tt.want)
 		}
 		// Kept, the CRD is not asked again.
-		needs, err = accessNeeds(c.roleOptions(), next, next)
+		needs, err = access.Needs(c.roleOptions(), next, next)
 		must(t, err)
 		if len(needs) != 0 {
 			t.Errorf("--manage-crds=%v: needs of an unchanged config:\n%s", tt.manage, needsText(needs))
@@ -385,7 +385,7 @@ func TestAccessNeedsAreWhatStencilRBACPrints(t *testing.T) {
 			}
 			grants, err := install.Grants(entries, c.roleOptions())
 			must(t, err)
-			needs := needsBeyond(grants, nil)
+			needs := access.Beyond(grants, nil)
 			asked := map[grant]bool{}
 			for _, n := range needs {
 				if !namespaces[n.Namespace] {
