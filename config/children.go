@@ -106,7 +106,3 @@ func validateChildren(r Resource, p *field.Path) field.ErrorList {
 	}
 	return errs
 }
-
-// IsClusterScoped reports whether a kind is a well-known cluster-scoped
-// one (kinds.IsClusterScoped); package templates asks it here.
-func IsClusterScoped(gk schema.GroupKind) bool { return kinds.IsClusterScoped(gk) }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"stencil.dev/stencil/config"
+	"stencil.dev/stencil/config/kinds"
 	"stencil.dev/stencil/contract"
 	"stencil.dev/stencil/entry"
 	"stencil.dev/stencil/templates/chart"
@@ -106,7 +107,7 @@ func (s *Set) renderChart(parent *view.Object) (r *Result, err error) {
 // chartKind checks a chart's child kind: allowed by group and kind, and
 // namespaced.
 func (s *Set) chartKind(gvk schema.GroupVersionKind, name string) error {
-	if config.IsClusterScoped(gvk.GroupKind()) {
+	if kinds.IsClusterScoped(gvk.GroupKind()) {
 		return fmt.Errorf("%s %q is cluster-scoped: a chart entry's children live in the resource's namespace; switch it off with the chart's values", gvkString(gvk), name)
 	}
 	if !slices.ContainsFunc(s.kinds, func(k schema.GroupVersionKind) bool { return k.GroupKind() == gvk.GroupKind() }) {
