@@ -9,6 +9,23 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// addToEntry adds field (one line of YAML) to the gadget entry of the
+// config at path, before its statusTemplate.
+func addToEntry(t *testing.T, path, field string) {
+	t.Helper()
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(cfg), "    statusTemplate:", "    "+field+"\n    statusTemplate:", 1)
+	if edited == string(cfg) {
+		t.Fatalf("%s has no statusTemplate line to add %s before", path, field)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStencilTestRolloutStatus: an entry with rollout goldens the status
 // the controller writes, status.templateRevision included (the status
 // configtest re-assembled before it ran the controller's sync had none).
@@ -19,14 +36,7 @@ func TestStencilTestRolloutStatus(t *testing.T) {
     observed: [objects/db-live.yaml]
     golden: golden/rollout.yaml
 `})
-	cfg, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withRollout := strings.Replace(string(cfg), "    statusTemplate:", "    rollout: {maxInFlight: 1}\n    statusTemplate:", 1)
-	if err := os.WriteFile(path, []byte(withRollout), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	addToEntry(t, path, "rollout: {maxInFlight: 1}")
 	stencil(t, "", "test", "--config", path, "--update").expect(t, 0, []string{"1 passed, 0 failed, 1 golden files updated"}, nil)
 	var doc struct {
 		Status map[string]any `json:"status"`
@@ -143,14 +153,7 @@ func TestStencilTestIdentity(t *testing.T) {
     assert:
       - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Forbidden' && c.message.contains('blockOwnerDeletion'))"
 `})
-	cfg, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withIdentity := strings.Replace(string(cfg), "    statusTemplate:", "    identity: {tenant: builder}\n    statusTemplate:", 1)
-	if err := os.WriteFile(path, []byte(withIdentity), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	addToEntry(t, path, "identity: {tenant: builder}")
 	r := stencil(t, "", "test", "--config", path)
 	if r.code != 0 || !strings.Contains(r.stdout, "5 passed, 0 failed") {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)

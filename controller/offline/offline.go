@@ -15,6 +15,7 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -67,7 +68,7 @@ func New(ctx context.Context, cfg *config.Config, sets []*templates.Set, kinds m
 	listKinds := map[schema.GroupVersionResource]string{registry.CRDResource: "CustomResourceDefinitionList"}
 	var crds []runtime.Object
 	for i, res := range cfg.Resources {
-		kind := cmpOr(sets[i].Entry().Kind, kinds[res.GVR()])
+		kind := cmp.Or(sets[i].Entry().Kind, kinds[res.GVR()])
 		if kind == "" {
 			// No case serves it: it is not served here, as on a cluster
 			// without its CRD.
@@ -291,14 +292,6 @@ func adopt(observed *unstructured.Unstructured, parent *unstructured.Unstructure
 		o.SetLabels(labels)
 	}
 	return o
-}
-
-// cmpOr returns the first of a and b that is not empty.
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // mapper maps the config's kinds to resources without an API server: an
