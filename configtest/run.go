@@ -161,6 +161,9 @@ func (r *Runner) runCase(ctx context.Context, c *Case, progs []*assertion, res *
 		fail("the resource is refused by its entry's CRD: %s", p)
 	}
 	first, err := r.render(ctx, set, resource, c)
+	if ce := (*offline.CaseError)(nil); errors.As(err, &ce) {
+		return &FileError{File: c.file, Field: fmt.Sprintf("cases[%d] (%s).%s", c.index, c.Name, ce.Field), Err: ce.Err}
+	}
 	if c.Error != "" {
 		switch {
 		case err == nil:

@@ -159,3 +159,76 @@ func TestStencilTestIdentity(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestStencilTestReadsAsIdentity: the reads example with identity:
+// {tenant: builder}. What the tenant names (the Secret its spec names,
+// the peers its selector matches) is read as the builder account, as the
+// controller's SubjectAccessReview reads it: a case whose rbac lets the
+// builder get Secrets renders; one whose rbac does not is Forbidden,
+// naming the account, the verb and the Secret, renders nothing, and
+// nothing of the Secret reaches the status. The platform's fixed read
+// (a ConfigMap in stencil-system) stays stencil's own.
+func TestStencilTestReadsAsIdentity(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "crds", "reads")
+	for _, name := range []string{"stencil.yaml", "deployment.yaml.tmpl", "samples/site.yaml", "samples/reads.yaml"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "stencil.yaml" {
+			edited := strings.Replace(string(data), "    reads:\n", "    identity: {tenant: builder}\n    reads:\n", 1)
+			if edited == string(data) {
+				t.Fatalf("%s has no reads line to add the identity before", name)
+			}
+			data = []byte(edited)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rbac := func(resources string) string {
+		return `[{apiVersion: v1, kind: ServiceAccount, metadata: {name: builder, namespace: team-a}},
+      {apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: builder, namespace: team-a}, rules: [
+        {apiGroups: [apps], resources: [deployments], verbs: [create, patch, delete]},
+        {apiGroups: [sites.example.com], resources: [sites/finalizers], verbs: [update]},
+        {apiGroups: ["", sites.example.com], resources: [` + resources + `], verbs: [get, list]}]},
+      {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: builder, namespace: team-a}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: builder}, subjects: [{kind: ServiceAccount, name: builder, namespace: team-a}]}]`
+	}
+	tests := `cases:
+  - name: the builder may read what the Site names
+    resource: ../samples/site.yaml
+    reads: [../samples/reads.yaml]
+    rbac: ` + rbac("secrets, sites") + `
+    assert:
+      - "objects.size() == 1"
+      - "status.reads.size() == 4"
+  - name: the builder may not read Secrets
+    resource: ../samples/site.yaml
+    reads: [../samples/reads.yaml]
+    rbac: ` + rbac("sites") + `
+    assert:
+      - "objects.size() == 0"
+      - "status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Forbidden' && c.message.contains('system:serviceaccount:team-a:builder may not get secrets shop-db in namespace team-a'))"
+      - "!has(status.reads)"
+`
+	if err := os.MkdirAll(filepath.Join(dir, "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tests", "identity.yaml"), []byte(tests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := stencil(t, "", "test", "--config", filepath.Join(dir, "stencil.yaml"))
+	if r.code != 0 || !strings.Contains(r.stdout, "2 passed, 0 failed") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, secret := range []string{"c2VjcmV0LXZhbHVl", "secret-value"} {
+		if strings.Contains(r.stdout+r.stderr, secret) {
+			t.Errorf("the Secret's data is in the output:\n%s%s", r.stdout, r.stderr)
+		}
+	}
+}

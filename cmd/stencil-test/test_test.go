@@ -218,6 +218,7 @@ func TestStencilTestInvalidFiles(t *testing.T) {
 		{"not a bool", "cases:\n  - name: a\n    resource: objects/gadget.yaml\n    assert: [\"objects.size()\"]\n", "want a bool"},
 		{"duplicate name", "cases:\n  - {name: a, resource: objects/gadget.yaml, assert: [\"true\"]}\n  - {name: a, resource: objects/gadget.yaml, assert: [\"true\"]}\n", `cases[1].name: "a" is also cases[0]'s name`},
 		{"missing resource file", "cases:\n  - {name: a, resource: objects/nope.yaml, assert: [\"true\"]}\n", "cases[0] (a).resource: open"},
+		{"observed kind no entry renders", "cases:\n  - name: a\n    resource: objects/gadget.yaml\n    observed: [{apiVersion: batch/v1, kind: CronJob, metadata: {name: g}}]\n    assert: [\"true\"]\n", "cases[0] (a).observed[0]: CronJob g: no entry renders a batch/v1, Kind=CronJob"},
 		{"no entry serves it", "cases:\n  - {name: a, resource: {apiVersion: x.example.com/v1, kind: X, metadata: {name: x}}, assert: [\"true\"]}\n", "lists no resource of x.example.com/v1"},
 	} {
 		path := writeGadgetConfig(t, map[string]string{"bad.yaml": c.text})

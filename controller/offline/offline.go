@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,6 +54,7 @@ type Cluster struct {
 	cfg     *config.Config
 	sets    []*templates.Set
 	reg     *registry.Registry
+	mapper  *mapper
 	metrics *reconcile.Metrics
 	// api answers what a sync asks beyond the caches (a GET where no
 	// cached object holds a name): nothing exists.
@@ -100,7 +102,7 @@ func New(ctx context.Context, cfg *config.Config, sets []*templates.Set, kinds m
 		stop()
 		return nil, err
 	}
-	return &Cluster{cfg: cfg, sets: sets, reg: reg, stop: stop,
+	return &Cluster{cfg: cfg, sets: sets, reg: reg, stop: stop, mapper: mapper,
 		metrics: reconcile.NewMetrics(prometheus.NewRegistry()),
 		api:     dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}, nil
 }
@@ -159,13 +161,14 @@ type Case struct {
 
 // Sync runs the controller's sync of in's resource once, through the
 // entry of set, and returns what it did. An error is one the case cannot
-// run for (its resource is not served by set's entry); what the sync
-// itself returns is in Recording.Err.
+// run for (a *CaseError: its resource is not served by set's entry, an
+// observed object is of a kind no entry renders); what the sync itself
+// returns is in Recording.Err.
 func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recording, error) {
 	res := set.Resource()
 	entry := c.reg.Parent(res.GVR())
 	if entry == nil || !entry.Served {
-		return nil, fmt.Errorf("%s is not served: no test case names its kind", res.GVR())
+		return nil, &CaseError{Field: "resource", Err: fmt.Errorf("%s is not served: no test case names its kind", res.GVR())}
 	}
 	parent := in.Resource.DeepCopy()
 	if parent.GetNamespace() == "" {
@@ -182,7 +185,7 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 	}
 	inf := registry.InformerFor(entry.Informers, parent.GetNamespace())
 	if inf == nil {
-		return nil, fmt.Errorf("%s does not watch namespace %s (the entry's namespaces)", entry.Label, parent.GetNamespace())
+		return nil, &CaseError{Field: "resource", Err: fmt.Errorf("%s does not watch namespace %s (the entry's namespaces)", entry.Label, parent.GetNamespace())}
 	}
 	c.clear()
 	if err := inf.GetIndexer().Add(parent); err != nil {
@@ -194,7 +197,10 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 		observed[i] = o
 		kind := c.reg.Child(o.GroupVersionKind())
 		if kind == nil {
-			return nil, fmt.Errorf("observed %s %s: the entry renders no %s", o.GetKind(), o.GetName(), o.GroupVersionKind())
+			// The controller watches no such kind: a sync would never
+			// see it, so the case would test nothing it does.
+			return nil, &CaseError{Field: fmt.Sprintf("observed[%d]", i),
+				Err: fmt.Errorf("%s %s: no entry renders a %s, so the controller never sees one", o.GetKind(), o.GetName(), o.GroupVersionKind())}
 		}
 		if ci := registry.InformerFor(kind.Informers, o.GetNamespace()); ci != nil {
 			if err := ci.GetIndexer().Add(o); err != nil {
@@ -204,6 +210,7 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 	}
 	rec := newRecorder(parent, observed)
 	api := c.api
+	watcher := staticWatcher{src: templates.NewStaticReads(in.Reads, parent.GetNamespace(), c.sets), mapper: c.mapper}
 	if id := res.Identity; id != nil {
 		ns, name := id.Account(parent.GetNamespace())
 		var accounts []runtime.Object
@@ -214,7 +221,7 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 			if err != nil {
 				return nil, err
 			}
-			rec.rbac = r
+			rec.rbac, watcher.rbac = r, r
 			rec.finalizers = res.GVR().GroupVersion().WithResource(res.Resource)
 			for _, u := range in.RBAC {
 				if u.GetKind() == "ServiceAccount" {
@@ -224,8 +231,7 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 		}
 		api = dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), accounts...)
 	}
-	src := templates.NewStaticReads(in.Reads, parent.GetNamespace(), c.sets)
-	rc := reconcile.New(reconcile.Options{Registry: c.reg, Dynamic: api, Writer: rec, Reads: staticWatcher{src},
+	rc := reconcile.New(reconcile.Options{Registry: c.reg, Dynamic: api, Writer: rec, Reads: watcher,
 		Metrics: c.metrics, Enqueue: func(reconcile.Key) {},
 		// The status this sync would write, written at once: a case has
 		// no second sync to defer it to.
@@ -240,6 +246,21 @@ func (c *Cluster) Sync(ctx context.Context, set *templates.Set, in Case) (*Recor
 	rec.Err, rec.RequeueAfter = err, after
 	return &rec.Recording, nil
 }
+
+// CaseError is a case Sync cannot run, naming the case's field at fault:
+// a resource no entry serves, or an observed object of a kind no entry
+// renders. It is the case file's error, not the sync's.
+type CaseError struct {
+	// Field is the case's field: "resource", or "observed[i]".
+	Field string
+	// Err says what is wrong with it.
+	Err error
+}
+
+func (e *CaseError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *CaseError) Unwrap() error { return e.Err }
 
 // account is the ServiceAccount ns/name, as the API holds it.
 func account(ns, name string) *unstructured.Unstructured {
@@ -332,13 +353,67 @@ func (m *mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 	return &meta.RESTMapping{Resource: gvr, GroupVersionKind: gvk, Scope: scope}, nil
 }
 
-// staticWatcher is reconcile.ReadWatcher over a case's objects: every
-// identity reads them all, and nothing is tracked.
-type staticWatcher struct{ src *templates.StaticReads }
+// staticWatcher is reconcile.ReadWatcher over a case's objects; nothing
+// is tracked. With rbac, what the tenant names is read as the identity
+// is, as the controller's watcher reviews it (reads.ForbiddenReadError);
+// without, every identity reads them all.
+type staticWatcher struct {
+	src    *templates.StaticReads
+	rbac   *rbac
+	mapper meta.RESTMapper
+}
 
-func (w staticWatcher) SourceAs(context.Context, string) templates.ReadSource { return w.src }
-func (staticWatcher) Track(reads.Reader, []templates.ReadTarget)              {}
-func (staticWatcher) Forget(reads.Reader)                                     {}
-func (staticWatcher) Retain(func(reads.Reader) bool)                          {}
-func (staticWatcher) Hold(func(string) bool)                                  {}
-func (staticWatcher) Cached(func(*unstructured.Unstructured, bool))           {}
+func (w staticWatcher) SourceAs(_ context.Context, user string) templates.ReadSource {
+	if user == "" || w.rbac == nil {
+		return w.src
+	}
+	return reviewedSource{w: w, user: user}
+}
+
+func (staticWatcher) Track(reads.Reader, []templates.ReadTarget)    {}
+func (staticWatcher) Forget(reads.Reader)                           {}
+func (staticWatcher) Retain(func(reads.Reader) bool)                {}
+func (staticWatcher) Hold(func(string) bool)                        {}
+func (staticWatcher) Cached(func(*unstructured.Unstructured, bool)) {}
+
+// reviewedSource is a case's objects as user may read them.
+type reviewedSource struct {
+	w    staticWatcher
+	user string
+}
+
+// review returns a *reads.ForbiddenReadError unless the source's user may
+// verb what rd names in ns (name "": what a selector matches). Fixed reads
+// are the platform's own, read as stencil.
+func (s reviewedSource) review(rd config.Read, verb, ns, name string) error {
+	if rd.Fixed() {
+		return nil
+	}
+	m, err := s.w.mapper.RESTMapping(rd.GVK().GroupKind(), rd.GVK().Version)
+	if err != nil {
+		return err
+	}
+	if s.w.rbac.allowed(s.user, verb, m.Resource, "", ns, name) != nil {
+		return &reads.ForbiddenReadError{User: s.user, Verb: verb, Resource: m.Resource.GroupResource(), Namespace: ns, Name: name}
+	}
+	return nil
+}
+
+// Get implements templates.ReadSource.
+func (s reviewedSource) Get(rd config.Read, ns, name string) (*unstructured.Unstructured, error) {
+	if err := s.review(rd, "get", ns, name); err != nil {
+		return nil, err
+	}
+	return s.w.src.Get(rd, ns, name)
+}
+
+// List implements templates.ReadSource.
+func (s reviewedSource) List(rd config.Read, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	if err := s.review(rd, "list", ns, ""); err != nil {
+		return nil, err
+	}
+	return s.w.src.List(rd, ns, sel)
+}
+
+// Served implements templates.ReadSource.
+func (s reviewedSource) Served(gk schema.GroupKind) bool { return s.w.src.Served(gk) }
