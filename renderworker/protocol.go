@@ -332,12 +332,71 @@ func appendValue(buf *bytes.Buffer, v any) error {
 }
 
 func appendString(buf *bytes.Buffer, s string) error {
+	if plainASCII(s) {
+		// Most keys and values of a Kubernetes object: written as they
+		// are, as json.Marshal would but for its HTML escapes (the same
+		// string once decoded), without its allocation per string.
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return nil
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
 	buf.Write(b)
 	return nil
+}
+
+// plainASCII reports whether s is printable ASCII with no quote or
+// backslash: a JSON string as it stands.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeResult is json.Marshal(res) without validating again the
+// children and status this worker's own encodeValue wrote (json.Marshal
+// compacts every RawMessage it is given, about as costly as decoding it).
+func encodeResult(res result) ([]byte, error) {
+	children, status := res.Children, res.Status
+	res.Children, res.Status = nil, nil
+	rest, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	if len(children) > 0 {
+		buf.WriteString(`"children":[`)
+		for i, c := range children {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(c)
+		}
+		buf.WriteString("],")
+	}
+	if len(status) > 0 {
+		buf.WriteString(`"status":`)
+		buf.Write(status)
+		buf.WriteByte(',')
+	}
+	// rest is an object: "{}" or "{...}".
+	if len(rest) == 2 {
+		b := buf.Bytes()
+		if b[len(b)-1] == ',' {
+			b = b[:len(b)-1]
+		}
+		return append(b, '}'), nil
+	}
+	buf.Write(rest[1:])
+	return buf.Bytes(), nil
 }
 
 // jsonNodes counts the values of the JSON text b (every object, array,

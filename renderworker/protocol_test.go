@@ -168,3 +168,65 @@ func toUnstructured(t *testing.T, obj map[string]any) map[string]any {
 	}
 	return m
 }
+
+// FuzzEncodeString: appendString writes every string as a JSON string
+// that decodes to what json.Marshal's does (the fast path for plain
+// ASCII, json.Marshal for the rest: quotes, escapes, control bytes,
+// invalid UTF-8, U+2028).
+func FuzzEncodeString(f *testing.F) {
+	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "nl\n", "\x00", "<&>", "é", "\xff", "\u2028", "\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var buf bytes.Buffer
+		if err := appendString(&buf, s); err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := json.Marshal(s)
+		var got, want string
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+			t.Fatalf("%q encodes as %s, not JSON: %v", s, buf.Bytes(), err)
+		}
+		if err := json.Unmarshal(ref, &want); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%q decodes as %q, json.Marshal's as %q", s, got, want)
+		}
+	})
+}
+
+// TestEncodeResult: encodeResult writes what json.Marshal writes, field
+// for field, with and without children, status and the other fields.
+func TestEncodeResult(t *testing.T) {
+	child, _ := encodeValue(map[string]any{"kind": "Service", "n": int64(1), "f": 2.0})
+	status, _ := encodeValue(map[string]any{"ready": true})
+	for _, res := range []result{
+		{},
+		{Retire: true},
+		{Children: []json.RawMessage{child}},
+		{Children: []json.RawMessage{child, child}, Status: status, Hooks: []string{"h"}, Notes: "n"},
+		{Status: status},
+		{Status: status, StatusWaits: true},
+		{Errors: []wireError{{Message: "m", Budget: true}}},
+	} {
+		got, err := encodeResult(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, w result
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%+v encodes as %s, not JSON: %v", res, got, err)
+		}
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("encodeResult(%+v) = %s, json.Marshal = %s", res, got, want)
+		}
+	}
+}

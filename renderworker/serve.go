@@ -143,7 +143,7 @@ func serve(in io.Reader, out io.Writer, load LoadFunc) int {
 		}
 		res := renderOne(in, out, byGVR, req)
 		res.Retire = l.grown(retireGrowthMiB)
-		b, err := json.Marshal(res)
+		b, err := encodeResult(res)
 		if err != nil {
 			b, _ = json.Marshal(result{Errors: []wireError{{Message: fmt.Sprintf("encoding the result: %v", err)}}})
 		}
