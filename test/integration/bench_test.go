@@ -150,6 +150,7 @@ func (w *readyWatch) wait(b *testing.B, what string, timeout time.Duration) time
 type usage struct {
 	heap, rss uint64 // bytes
 	cpu       time.Duration
+	workers   time.Duration // of cpu, the render workers'
 }
 
 func measure() usage {
@@ -164,18 +165,26 @@ func measure() usage {
 	// The render workers (this binary's children): the CPU of those that
 	// ended, and the CPU and memory of those alive.
 	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
-		u.cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		u.workers += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if st, err := procStatus("self"); err == nil {
 		u.rss = st["VmRSS"]
 	}
-	kids, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", os.Getpid()))
-	for _, k := range strings.Fields(string(kids)) {
+	// A child is listed under the thread that started it, which for the
+	// pool's workers is seldom the main one.
+	var kids []string
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	for _, k := range kids {
 		if st, err := procStatus(k); err == nil {
 			u.rss += st["VmRSS"]
 		}
-		u.cpu += childCPU(k)
+		u.workers += childCPU(k)
 	}
+	u.cpu += u.workers
 	return u
 }
 
@@ -219,10 +228,11 @@ type run struct {
 	ready           time.Duration
 	by              map[string]int
 	writes, reads   int
-	heap, rss       float64 // KiB per resource, growth while it ran
-	cpu             time.Duration
+	heap, rss       float64       // KiB per resource, growth while it ran
+	cpu, workers    time.Duration // workers: of cpu, the render workers'
 	resync, restart int
 	events          int
+	syncs, renders  float64
 }
 
 func (r run) perResource(n int) string {
@@ -242,17 +252,23 @@ func (r run) perResource(n int) string {
 // client-go controller doing only the minimum for the same WebApp workload
 // (2 server-side applies and 1 status patch per resource; floor_test.go), run
 // back to back on the same plane with the same 2 workers and client limit
-// (100 QPS, burst 150): the floor, stencil, stencil writing as the tenant
-// (identity: {tenant: builder}), the floor again, each run's namespace
-// deleted before the next; stencil's runs compare with the mean of the two
-// floors. For each it prints the time from the first create
-// to all N WebApps Ready, the requests per resource by verb and resource
-// through its rate-limited client (events, sent by a client of their own,
-// apart), heap and RSS growth per resource and CPU seconds; for stencil
-// also the writes of a forced resync and of a restart. Heap is the Go heap
-// in use after a GC (both run in this process); RSS growth is the
-// process's, so it includes what the first run left behind. Run it with:
-// make bench (STENCIL_BENCH_CRS=10000 for the full size).
+// (100 QPS, burst 150): the floor, stencil, the floor, then
+// STENCIL_BENCH_ROUNDS times (default 2) stencil writing as the tenant
+// (identity: {tenant: builder}) and the floor, each run's namespace deleted
+// before the next. Each stencil run compares with the mean of the floors
+// on either side of it, as the plane's pace drifts by up to 15% from one
+// run to the next; the tenant's figure is the median of its rounds. For
+// each run it prints the time from the first create to all N WebApps
+// Ready, the requests per resource by verb and resource through its
+// rate-limited client (events, sent by a client of their own, apart), heap
+// and RSS growth per resource, CPU seconds (the render workers' apart),
+// and syncs and renders per resource; for stencil also the writes of a
+// forced resync and of a restart. Heap is the Go heap in use after a GC
+// (all run in this process); RSS growth is the process's, so it includes
+// what the first run left behind. stencil runs at the default verbosity,
+// as it does in production. Run it with: make bench (STENCIL_BENCH_CRS=10000
+// for the full size); go test -cpuprofile splits by run (pprof -tagfocus
+// run=tenant).
 func BenchmarkConverge(b *testing.B) {
 	base := restConfig(b)
 	base.QPS, base.Burst = 100, 150
@@ -270,6 +286,7 @@ func BenchmarkConverge(b *testing.B) {
 		// kwok still settling what earlier runs left), and the mean of
 		// the two is what stencil's runs, in between, compare with.
 		floor := func(name string) run {
+			labelRun(ctx, name)
 			ns := fmt.Sprintf("bench-%s-%d", name, stamp)
 			newNamespace(ctx, b, admin, ns)
 			cnt := &counter{mutating: map[string]int{}}
@@ -295,10 +312,11 @@ func BenchmarkConverge(b *testing.B) {
 			return run{name: name, ready: ready, by: by, writes: writes, reads: int(cnt.reads.Load()),
 				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
 		}
-		runs = append(runs, floor("floor"))
+		runs = append(runs, floor("floor-0"))
 
-		// stencil.
-		{
+		// stencil, with its own account.
+		own := func() run {
+			labelRun(ctx, "stencil")
 			ns := fmt.Sprintf("bench-stencil-%d", stamp)
 			newNamespace(ctx, b, admin, ns)
 			cnt := &counter{mutating: map[string]int{}}
@@ -317,7 +335,8 @@ func BenchmarkConverge(b *testing.B) {
 			delete(by, "POST events")
 			delete(by, "PATCH events")
 			sr := run{name: "stencil", ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
-				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, workers: after.workers - before.workers,
+				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total")}
 
 			cnt.reset()
 			reconciles := r.counterValue(b, "stencil_reconcile_total")
@@ -330,16 +349,17 @@ func BenchmarkConverge(b *testing.B) {
 			r.settle(b, 0, n)
 			sr.restart, _ = cnt.snapshot()
 			r.stop(b)
-			runs = append(runs, sr)
-			// The tenant run gets the plane as this one found it.
+			// The next run gets the plane as this one found it.
 			deleteNamespace(ctx, b, admin, ns)
+			return sr
 		}
 
 		// stencil writing as the tenant: the same config, the WebApps'
 		// children written as each namespace's builder account
 		// (identity: {tenant: builder}), which a Role lets write them.
-		{
-			ns := fmt.Sprintf("bench-tenant-%d", stamp)
+		tenant := func(name string) run {
+			labelRun(ctx, name)
+			ns := fmt.Sprintf("bench-%s-%d", name, stamp)
 			newNamespace(ctx, b, admin, ns)
 			grantBuilder(ctx, b, admin, ns)
 			config := tenantConfig(b)
@@ -373,28 +393,42 @@ func BenchmarkConverge(b *testing.B) {
 			events := by["POST events"] + by["PATCH events"]
 			delete(by, "POST events")
 			delete(by, "PATCH events")
-			tr := run{name: "tenant", ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
-				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
+			tr := run{name: name, ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, workers: after.workers - before.workers,
+				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total")}
 			r.stop(b)
-			runs = append(runs, tr)
-			b.Logf("stencil as the tenant: %d ServiceAccount reads (the identity's existence, cached 30 s), %d SubjectAccessReviews (WebApps read nothing a tenant names)",
-				accounts.Load(), by["POST subjectaccessreviews"])
+			b.Logf("%s: %d ServiceAccount reads (the identity's existence, cached 30 s), %d SubjectAccessReviews (WebApps read nothing a tenant names)",
+				name, accounts.Load(), by["POST subjectaccessreviews"])
 			deleteNamespace(ctx, b, admin, ns)
+			return tr
 		}
 
-		runs = append(runs, floor("floor-after"))
-		st, tenant := runs[1], runs[2]
-		floorReady := (runs[0].ready + runs[3].ready) / 2
+		// The floor, stencil, the floor, then each round a tenant run and
+		// the floor: every run of stencil sits between two floors and is
+		// compared with their mean.
+		runs = append(runs, own(), floor("floor-1"))
+		for i := range benchRounds(b) {
+			runs = append(runs, tenant(fmt.Sprintf("tenant-%d", i+1)), floor(fmt.Sprintf("floor-%d", i+2)))
+		}
+		st := runs[1]
+		floorReady := (runs[0].ready + runs[2].ready) / 2
 		ratio := st.ready.Seconds() / floorReady.Seconds()
-		tenantRatio := tenant.ready.Seconds() / floorReady.Seconds()
-		b.Logf("stencil as the tenant/floor time to all Ready: %.2fx (floor: the mean of %s and %s); %.2fx stencil's own run; %.2f requests per resource (stencil's own account: %.2f)",
-			tenantRatio, runs[0].ready.Round(time.Millisecond), runs[3].ready.Round(time.Millisecond),
-			tenant.ready.Seconds()/st.ready.Seconds(), float64(tenant.writes)/float64(n), float64(st.writes)/float64(n))
+		var tenantRatios []float64
+		for k := 3; k < len(runs); k += 2 {
+			t, around := runs[k], (runs[k-1].ready+runs[k+1].ready)/2
+			tenantRatios = append(tenantRatios, t.ready.Seconds()/around.Seconds())
+			b.Logf("%s/floor time to all Ready: %.2fx (floor: the mean of %s and %s); %.2fx stencil's own run; %.2f requests per resource (stencil's own account: %.2f)",
+				t.name, tenantRatios[len(tenantRatios)-1], runs[k-1].ready.Round(time.Millisecond), runs[k+1].ready.Round(time.Millisecond),
+				t.ready.Seconds()/st.ready.Seconds(), float64(t.writes)/float64(n), float64(st.writes)/float64(n))
+		}
+		tenantRatio := median(tenantRatios)
+		b.Logf("stencil as the tenant/floor time to all Ready, the median of %d rounds: %.2fx", len(tenantRatios), tenantRatio)
 		b.ReportMetric(tenantRatio, "x-floor-tenant")
 		for _, r := range runs {
-			b.Logf("%-7s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s",
+			b.Logf("%-9s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s (%.1f of it in render workers); %.2f syncs and %.2f renders per resource",
 				r.name, n, r.ready.Round(time.Millisecond), float64(r.writes)/float64(n), r.perResource(n),
-				float64(r.reads)/float64(n), float64(r.events)/float64(n), r.heap, r.rss, r.cpu.Seconds())
+				float64(r.reads)/float64(n), float64(r.events)/float64(n), r.heap, r.rss, r.cpu.Seconds(), r.workers.Seconds(),
+				r.syncs/float64(n), r.renders/float64(n))
 		}
 		b.Logf("stencil/floor time to all Ready: %.2fx; stencil writes on resync %d, on restart %d", ratio, st.resync, st.restart)
 		b.ReportMetric(float64(n), "CRs")
@@ -502,6 +536,38 @@ func deleteNamespace(ctx context.Context, b *testing.B, dyn dynamic.Interface, n
 
 // writeHeapProfile writes the heap profile to $STENCIL_BENCH_HEAPPROFILE,
 // when set, for go tool pprof: what stencil's converged caches hold.
+// benchRounds is the number of tenant runs of BenchmarkConverge, each
+// between two floors; STENCIL_BENCH_ROUNDS overrides it.
+func benchRounds(b *testing.B) int {
+	n := 2
+	if v := os.Getenv("STENCIL_BENCH_ROUNDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("STENCIL_BENCH_ROUNDS=%q: want a positive integer", v)
+		}
+	}
+	return n
+}
+
+// median is the middle of xs (the mean of the two middle ones for an
+// even count); xs is sorted in place.
+func median(xs []float64) float64 {
+	sort.Float64s(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 0 {
+		return (xs[m-1] + xs[m]) / 2
+	}
+	return xs[m]
+}
+
+// labelRun labels this goroutine, and so every goroutine it starts (the
+// run's informers, workers and clients), with the run's name, so that a
+// -cpuprofile of the benchmark splits by run: go tool pprof -tagfocus
+// run=tenant.
+func labelRun(ctx context.Context, name string) {
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("run", name)))
+}
+
 func writeHeapProfile(b *testing.B) {
 	path := os.Getenv("STENCIL_BENCH_HEAPPROFILE")
 	if path == "" {

@@ -297,7 +297,13 @@ func startLogged(t testing.TB, cfg *rest.Config, cnt *counter, ns, path string, 
 // it sets.
 func startSource(t testing.TB, cfg *rest.Config, cnt *counter, ns string, src stencilreload.Source, edit func(*controller.Options), buffer bool) *running {
 	t.Helper()
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(buffer)))
+	logOpts := []ktesting.ConfigOption{ktesting.BufferLogs(buffer)}
+	if _, ok := t.(*testing.B); ok {
+		// A benchmark measures stencil as it runs by default (-v=0), not
+		// with the test logger's verbosity of 5 formatting every step.
+		logOpts = append(logOpts, ktesting.Verbosity(0))
+	}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(logOpts...))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	// Renders go through the wall, as in stencil run: render workers are
 	// this test binary (TestMain serves as one).
