@@ -257,6 +257,7 @@ type CaseError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *CaseError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 // Unwrap returns the cause.
@@ -363,6 +364,8 @@ type staticWatcher struct {
 	mapper meta.RESTMapper
 }
 
+// SourceAs implements reconcile.ReadWatcher: the case's objects as user
+// may read them.
 func (w staticWatcher) SourceAs(_ context.Context, user string) templates.ReadSource {
 	if user == "" || w.rbac == nil {
 		return w.src
