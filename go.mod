@@ -15,6 +15,7 @@ require (
 	github.com/yuin/gopher-lua v1.1.2
 	go.yaml.in/yaml/v2 v2.4.4
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/sync v0.24.0
 	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	helm.sh/helm/v4 v4.3.1
 	k8s.io/api v0.37.1
@@ -134,7 +135,6 @@ require (
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

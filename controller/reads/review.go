@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,13 +35,18 @@ type Authorize func(ctx context.Context, user, verb string, gvr schema.GroupVers
 // Reviews answers Authorize with SubjectAccessReviews, each answer
 // remembered for ReviewTTL: a thousand resources of one tenant reading
 // the same kind cost one review per object (or selector namespace) and
-// TTL, not one per render.
+// TTL, not one per render. Renders that ask the same question while it
+// is being asked wait for its answer instead of asking again, so that
+// the workers rendering a tenant's resources at once (a start, a resync)
+// send one review, not one each.
 type Reviews struct {
 	client authzclient.SubjectAccessReviewInterface
 	now    func() time.Time
 
 	mu      sync.Mutex
 	answers map[reviewKey]reviewAnswer
+	// asking holds the reviews in flight, by key.
+	asking singleflight.Group
 }
 
 type reviewKey struct {
@@ -66,13 +72,37 @@ func NewReviews(client authzclient.SubjectAccessReviewInterface) *Reviews {
 // those groups counts as it does for the account's own requests.
 func (r *Reviews) Allowed(ctx context.Context, user, verb string, gvr schema.GroupVersionResource, namespace, name string) (bool, error) {
 	k := reviewKey{user: user, verb: verb, gvr: gvr, namespace: namespace, name: name}
+	if allowed, ok := r.remembered(k); ok {
+		return allowed, nil
+	}
+	// The first caller's context bounds the one request; should it end,
+	// the others get its error and their resources are retried.
+	allowed, err, _ := r.asking.Do(fmt.Sprintf("%q", []string{user, verb, gvr.String(), namespace, name}), func() (any, error) {
+		if allowed, ok := r.remembered(k); ok {
+			// Answered between this caller's look and its flight.
+			return allowed, nil
+		}
+		return r.review(ctx, k)
+	})
+	if err != nil {
+		return false, err
+	}
+	return allowed.(bool), nil
+}
+
+// remembered returns the answer to k while it is fresh.
+func (r *Reviews) remembered(k reviewKey) (allowed, ok bool) {
 	now := r.now()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	a, ok := r.answers[k]
-	r.mu.Unlock()
-	if ok && now.Before(a.until) {
-		return a.allowed, nil
-	}
+	return a.allowed, ok && now.Before(a.until)
+}
+
+// review asks the API server k's question and remembers the answer.
+func (r *Reviews) review(ctx context.Context, k reviewKey) (bool, error) {
+	user, verb, gvr, namespace, name := k.user, k.verb, k.gvr, k.namespace, k.name
+	now := r.now()
 	groups := []string{"system:authenticated"}
 	if rest, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
 		ns, _, _ := strings.Cut(rest, ":")

@@ -2,7 +2,11 @@ package reads
 
 import (
 	"context"
+	"errors"
+	goruntime "runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,5 +54,57 @@ func TestReviewsAskOncePerTTL(t *testing.T) {
 	now = now.Add(ReviewTTL)
 	if _, err := r.Allowed(context.Background(), user, "get", secrets, "team-a", "db"); err != nil || len(asked) != 3 {
 		t.Errorf("after ReviewTTL: %d reviews (err %v), want the read asked again", len(asked), err)
+	}
+}
+
+// TestReviewsAskOnceAtATime: renders that ask the same question while it
+// is being asked (the workers rendering a tenant's resources at once)
+// wait for its answer: one review, not one each.
+func TestReviewsAskOnceAtATime(t *testing.T) {
+	kube := fake.NewClientset()
+	var mu sync.Mutex
+	asked := 0
+	release := make(chan struct{})
+	kube.PrependReactor("create", "subjectaccessreviews", func(a core.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		<-release
+		review := a.(core.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		review.Status.Allowed = true
+		return true, review, nil
+	})
+	r := NewReviews(kube.AuthorizationV1().SubjectAccessReviews())
+	var looked atomic.Int32
+	r.now = func() time.Time { looked.Add(1); return time.Unix(1000, 0) }
+	const callers = 8
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			ok, err := r.Allowed(context.Background(), "system:serviceaccount:team-a:builder", "get", secrets, "team-a", "db")
+			if err == nil && !ok {
+				err = errors.New("refused, want allowed")
+			}
+			errs <- err
+		}()
+	}
+	// Every caller has looked for an answer (and found none: the one
+	// review is held) before it is answered.
+	deadline := time.Now().Add(10 * time.Second)
+	for looked.Load() < callers {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d callers looked for an answer in 10s", looked.Load(), callers)
+		}
+		goruntime.Gosched()
+	}
+	close(release)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("%d reviews for %d callers asking the same question at once, want 1", asked, callers)
 	}
 }

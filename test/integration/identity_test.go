@@ -27,6 +27,7 @@ import (
 
 	"stencil.dev/stencil/controller"
 	"stencil.dev/stencil/controller/plan"
+	"stencil.dev/stencil/controller/reads"
 	stencilreload "stencil.dev/stencil/controller/reload"
 )
 
@@ -509,7 +510,9 @@ func TestIdentityChartFromWatches(t *testing.T) {
 // may get the Secret "app" and not the platform's "platform": a Vault of
 // app is Ready; a Vault of platform says Forbidden, naming the Secret and
 // the account, and nothing of it is read or written, although stencil's
-// own informers hold both Secrets.
+// own informers hold both Secrets. Twenty more Vaults of app add no
+// SubjectAccessReview: the reviews are counted, and bounded by one per
+// distinct read and reads.ReviewTTL.
 func TestIdentityReadsOnlyWhatTheTenantMay(t *testing.T) {
 	cfg := restConfig(t)
 	ctx := context.Background()
@@ -585,7 +588,16 @@ data:
 		_, err := admin.Resource(vaults).Namespace(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	})
-	for name, secret := range map[string]string{"mine": "app", "peek": "platform"} {
+	// Besides mine and peek, readers more Vaults read app: they share the
+	// review of "get secrets app" with mine (reads.ReviewTTL), so the
+	// reviews are counted by distinct read and TTL, not by Vault.
+	const readers = 20
+	created := time.Now()
+	vaultsOf := map[string]string{"mine": "app", "peek": "platform"}
+	for i := range readers {
+		vaultsOf[fmt.Sprintf("mine-%02d", i)] = "app"
+	}
+	for name, secret := range vaultsOf {
 		if _, err := createOnce(ctx, admin.Resource(vaults).Namespace(ns), cr(vaults, "Vault", ns, name, map[string]any{"secret": secret})); err != nil {
 			t.Fatal(err)
 		}
@@ -622,5 +634,27 @@ data:
 	}
 	if _, err := admin.Resource(configmaps).Namespace(ns).Get(ctx, "peek", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the ConfigMap of the refused read was written (err %v)", err)
+	}
+	poll(t, time.Minute, "every Vault of app Ready", func() (bool, error) {
+		for name, secret := range vaultsOf {
+			u, err := admin.Resource(vaults).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			if secret == "app" && (err != nil || !isReady(u)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	// Two distinct reads (get secrets app, get secrets platform), each
+	// reviewed at most once per ReviewTTL: the refused one is looked at
+	// again every ReviewTTL, the allowed one when its answer has expired
+	// and a Vault renders again.
+	elapsed := time.Since(created)
+	_, by := cnt.snapshot()
+	reviews := by["POST subjectaccessreviews"]
+	bound := 2 * (int(elapsed/reads.ReviewTTL) + 1)
+	t.Logf("%d Vaults (%d reading the Secret app, 1 the Secret platform): %d SubjectAccessReviews in %s (bound: 2 reads x %d TTLs of %s)",
+		len(vaultsOf), len(vaultsOf)-1, reviews, elapsed.Round(time.Millisecond), bound/2, reads.ReviewTTL)
+	if reviews < 2 || reviews > bound {
+		t.Errorf("%d SubjectAccessReviews for %d Vaults in %s, want 2 to %d: one per distinct read and ReviewTTL", reviews, len(vaultsOf), elapsed, bound)
 	}
 }

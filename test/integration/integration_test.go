@@ -152,19 +152,31 @@ func (c *counter) snapshot() (total int, by map[string]int) {
 }
 
 // resourceOf turns /apis/apps/v1/namespaces/x/deployments/y/status into
-// "deployments/status".
+// "deployments/status", and a cluster-scoped path such as
+// /apis/authorization.k8s.io/v1/subjectaccessreviews into
+// "subjectaccessreviews".
 func resourceOf(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
+	var rest []string
 	for i := 0; i < len(parts); i++ {
 		if parts[i] == "namespaces" && i+2 < len(parts) {
-			rest := parts[i+2:]
-			if len(rest) >= 3 {
-				return rest[0] + "/" + rest[2]
-			}
-			return rest[0]
+			rest = parts[i+2:]
+			break
 		}
 	}
-	return path
+	switch {
+	case rest != nil:
+	case len(parts) >= 3 && parts[0] == "api":
+		rest = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		rest = parts[3:]
+	default:
+		return path
+	}
+	if len(rest) >= 3 {
+		return rest[0] + "/" + rest[2]
+	}
+	return rest[0]
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
