@@ -33,13 +33,18 @@ import (
 
 // benchCRs is the number of WebApps BenchmarkConverge creates;
 // STENCIL_BENCH_CRS overrides it (the plane is sized for 10000).
-func benchCRs(b *testing.B) int {
-	n := 1000
-	if v := os.Getenv("STENCIL_BENCH_CRS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("STENCIL_BENCH_CRS=%q: want a positive integer", v)
-		}
+func benchCRs(b *testing.B) int { return positiveEnv(b, "STENCIL_BENCH_CRS", 1000) }
+
+// positiveEnv is the positive integer in the environment variable name,
+// or def when it is unset.
+func positiveEnv(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
 }
@@ -538,16 +543,7 @@ func deleteNamespace(ctx context.Context, b *testing.B, dyn dynamic.Interface, n
 // when set, for go tool pprof: what stencil's converged caches hold.
 // benchRounds is the number of tenant runs of BenchmarkConverge, each
 // between two floors; STENCIL_BENCH_ROUNDS overrides it.
-func benchRounds(b *testing.B) int {
-	n := 2
-	if v := os.Getenv("STENCIL_BENCH_ROUNDS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("STENCIL_BENCH_ROUNDS=%q: want a positive integer", v)
-		}
-	}
-	return n
-}
+func benchRounds(b *testing.B) int { return positiveEnv(b, "STENCIL_BENCH_ROUNDS", 2) }
 
 // median is the middle of xs (the mean of the two middle ones for an
 // even count); xs is sorted in place.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,16 +31,7 @@ func helloSpec() map[string]any {
 
 // benchChartCRs is the number of Hellos BenchmarkChart creates;
 // STENCIL_BENCH_CHART_CRS overrides it.
-func benchChartCRs(b *testing.B) int {
-	n := 300
-	if v := os.Getenv("STENCIL_BENCH_CHART_CRS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("STENCIL_BENCH_CHART_CRS=%q: want a positive integer", v)
-		}
-	}
-	return n
-}
+func benchChartCRs(b *testing.B) int { return positiveEnv(b, "STENCIL_BENCH_CHART_CRS", 300) }
 
 // chartConfig writes a config whose one entry serves hellos with
 // crds/charts/hello (the hellos entry of crds/stencil.yaml, the chart
