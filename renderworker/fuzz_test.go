@@ -38,7 +38,7 @@ var (
 // pool of two workers.
 func shapes(t *testing.T) map[string]*templates.Set {
 	shapesOnce.Do(func() {
-		pool, err := renderworker.NewPool(renderworker.Options{Size: 2, Logger: klog.Background().V(4)})
+		pool, err := renderworker.NewPool(renderworker.Options{Size: 2, Logger: klog.Background().V(4), MemoBytes: -1})
 		if err != nil {
 			shapesErr = err
 			return

@@ -66,6 +66,11 @@ type Options struct {
 	Metrics *Metrics
 	// Env is added to the workers' environment (this process's).
 	Env []string
+	// MemoBytes bounds the memo of renders (memo.go): 16 MiB when 0,
+	// none when negative. MemoTTL is how long an entry is kept at least
+	// after its last use (2 minutes when 0); at most twice that.
+	MemoBytes int
+	MemoTTL   time.Duration
 }
 
 // SetSlow sets what the pool tells when a render goes slow (demoteAfter)
@@ -95,6 +100,10 @@ type Pool struct {
 	// current is the generation last made Current: a worker of another
 	// is not kept idle after its render.
 	current *generation
+	// generations numbers the generations, for the memo's keys.
+	generations uint64
+	// memo answers a request the same as a recent one; nil: none.
+	memo *memo
 }
 
 // Available reports whether renders can be walled here (Linux: RLIMIT_AS
@@ -139,7 +148,7 @@ func NewPool(opts Options) (*Pool, error) {
 		}
 		opts.Executable = exe
 	}
-	p := &Pool{opts: opts}
+	p := &Pool{opts: opts, memo: newMemo(opts.MemoBytes, opts.MemoTTL)}
 	p.cond = sync.NewCond(&p.mu)
 	return p, nil
 }
@@ -150,7 +159,10 @@ func NewPool(opts Options) (*Pool, error) {
 // once a render of this one needs their place; Current stops them sooner.
 func (p *Pool) Attach(h Hello, sets []*templates.Set) {
 	h.Version = protocolVersion
-	g := &generation{pool: p, hello: h}
+	p.mu.Lock()
+	p.generations++
+	g := &generation{pool: p, hello: h, id: p.generations}
+	p.mu.Unlock()
 	for _, s := range sets {
 		s.SetWall(g)
 	}
@@ -222,6 +234,8 @@ func (p *Pool) gauge() {
 type generation struct {
 	pool  *Pool
 	hello Hello
+	// id is its number in the pool: what the memo's keys begin with.
+	id uint64
 }
 
 // Render renders parent in a worker of g's config. A worker lost to
@@ -229,17 +243,49 @@ type generation struct {
 // OOM killer, a person) is not the render's doing: the render runs once
 // more in another worker, and only a second loss in a row is returned
 // (templates.ErrWorkerLost, transient).
+//
+// A request the same as one that rendered within the memo's time (memo.go)
+// is answered with that render's result, decoded again, without a worker.
 func (g *generation) Render(s *templates.Set, parent *view.Object, live templates.Live) (*templates.Result, error) {
 	p := g.pool
+	b := s.Budget()
+	pv, err := toWire(parent)
+	if err != nil {
+		return nil, &engine.RenderError{Err: fmt.Errorf("reading the resource: %w", err)}
+	}
+	req := request{Snapshot: g.hello.Snapshot.Digest, GVR: s.Resource().GVR().String(), Parent: pv, Live: live != nil, CPUSeconds: b.TimeoutSeconds, MemoryMiB: b.MemoryMiB}
+	payload, err := requestFrame(req)
+	if err != nil {
+		return nil, &engine.RenderError{Err: fmt.Errorf("encoding the request: %w", err)}
+	}
+	var key memoKey
+	kept := p.memo != nil && live == nil
+	if kept {
+		key = keyOf(g.id, payload)
+		if body, ok := p.memo.get(key); ok {
+			res, err := parseResult(body)
+			var r *templates.Result
+			if err == nil {
+				r, err = fromResult(res, b)
+			}
+			if err == nil {
+				p.count(func(m *Metrics) { m.reused.Inc() })
+				return r, nil
+			}
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		w, err := p.acquire(g)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", templates.ErrWallDown, err)
 		}
-		r, keep, err := w.render(s, parent, live)
+		r, body, keep, err := w.render(s, payload, live)
 		p.release(w, keep)
 		if attempt == 0 && errors.Is(err, templates.ErrWorkerLost) {
 			continue
+		}
+		if kept && err == nil && body != nil {
+			p.memo.put(key, body)
 		}
 		return r, err
 	}
@@ -441,19 +487,16 @@ func (w *worker) stop() {
 	}
 }
 
-// render runs one render on w. keep is false when w died or retired.
-func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Live) (*templates.Result, bool, error) {
+// render runs one render, of the request frame payload, on w; body is
+// the worker's result frame (nil when it gave none). keep is false when w
+// died or retired.
+func (w *worker) render(s *templates.Set, payload []byte, live templates.Live) (*templates.Result, []byte, bool, error) {
 	b := s.Budget()
-	pv, err := toWire(parent)
-	if err != nil {
-		return nil, true, &engine.RenderError{Err: fmt.Errorf("reading the resource: %w", err)}
-	}
 	// A worker kept after a render starts the next one not finished: a
 	// slow render on a reused worker is demoted as on a new one.
 	w.mu.Lock()
 	w.finished = false
 	w.mu.Unlock()
-	req := request{Snapshot: w.gen.hello.Snapshot.Digest, GVR: s.Resource().GVR().String(), Parent: pv, Live: live != nil, CPUSeconds: b.TimeoutSeconds, MemoryMiB: b.MemoryMiB}
 	timer := time.AfterFunc(time.Duration(b.TimeoutSeconds)*time.Second+killGrace, func() {
 		w.killed.Store(true)
 		w.kill()
@@ -516,12 +559,8 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 		}
 		return maxSmallFrame
 	}
-	payload, err := requestFrame(req)
-	if err != nil {
-		return nil, true, &engine.RenderError{Err: fmt.Errorf("encoding the request: %w", err)}
-	}
 	if err := writeFrame(w.in, kindRequest, payload); err != nil {
-		return nil, false, w.died(b, template, err)
+		return nil, nil, false, w.died(b, template, err)
 	}
 	for {
 		kind, body, err := readFrame(w.out, limit)
@@ -534,39 +573,39 @@ func (w *worker) render(s *templates.Set, parent *view.Object, live templates.Li
 					m.killed.WithLabelValues(reasonOutput).Inc()
 					m.exits.WithLabelValues(reasonOutput).Inc()
 				})
-				return nil, false, &engine.RenderError{Template: template, Err: &KilledError{Reason: reasonOutput,
+				return nil, nil, false, &engine.RenderError{Template: template, Err: &KilledError{Reason: reasonOutput,
 					Bound: fmt.Sprintf("its result, %d bytes, is over the output bound of %d (%d times renderBudget.stringBytes)", tl.size, tl.limit, resultsPerObject)}}
 			}
-			return nil, false, w.died(b, template, err)
+			return nil, nil, false, w.died(b, template, err)
 		}
 		switch kind {
 		case kindTemplate:
 			template = string(body)
 		case kindQuestion:
 			if err := w.answer(body, live); err != nil {
-				return nil, false, w.died(b, template, err)
+				return nil, nil, false, w.died(b, template, err)
 			}
 		case kindResult:
-			var res result
-			if err := json.Unmarshal(body, &res); err != nil {
+			res, err := parseResult(body)
+			if err != nil {
 				w.kill()
-				return nil, false, &engine.RenderError{Template: template, Err: fmt.Errorf("reading the render worker's result: %w", err)}
+				return nil, nil, false, &engine.RenderError{Template: template, Err: fmt.Errorf("reading the render worker's result: %w", err)}
 			}
 			r, err := fromResult(res, b)
 			if !timer.Stop() {
 				// Killed as it answered: the answer stands, the worker
 				// does not.
 				w.reap()
-				return r, false, err
+				return r, body, false, err
 			}
 			retire := finish() || res.Retire
 			if retire {
 				w.gen.pool.count(func(m *Metrics) { m.exits.WithLabelValues(reasonRetired).Inc() })
 			}
-			return r, !retire, err
+			return r, body, !retire, err
 		default:
 			w.kill()
-			return nil, false, w.died(b, template, fmt.Errorf("unexpected frame %q", kind))
+			return nil, nil, false, w.died(b, template, fmt.Errorf("unexpected frame %q", kind))
 		}
 	}
 }
@@ -842,6 +881,7 @@ type Metrics struct {
 	starts  prometheus.Counter
 	exits   *prometheus.CounterVec
 	killed  *prometheus.CounterVec
+	reused  prometheus.Counter
 }
 
 // Killed is the counter of renders killed for reason.
@@ -859,6 +899,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_render_worker_exits_total", Help: "Render workers that ended during a render, by reason: deadline, cpu, memory, stack, panic, crash, output, retired (its address space grew, or a long render lowered its priority), or lost (a signal stencil did not send, such as the OOM killer's: the render is retried, not blamed).",
 		}, []string{"reason"}),
+		reused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stencil_renders_reused_total", Help: "Renders answered, without a worker, with the result of the same request (config, resource, reads) rendered in the last minutes.",
+		}),
 		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stencil_renders_killed_total", Help: "Renders that killed their worker, by the bound hit: deadline, cpu, memory, stack, panic, crash, output.",
 		}, []string{"reason"}),
@@ -869,6 +912,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.exits.WithLabelValues(reasonRetired)
 	m.exits.WithLabelValues(reasonLost)
-	reg.MustRegister(m.workers, m.starts, m.exits, m.killed)
+	reg.MustRegister(m.workers, m.starts, m.exits, m.killed, m.reused)
 	return m
 }

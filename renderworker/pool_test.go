@@ -49,7 +49,7 @@ func load(t *testing.T, env ...string) (*templates.Set, *renderworker.Metrics, *
 	}
 	reg := prometheus.NewRegistry()
 	m := renderworker.NewMetrics(reg)
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background(), Metrics: m, Env: env})
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background(), Metrics: m, Env: env, MemoBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func alive(pid int) bool {
 }
 
 // counterValue is the value of the series of name whose only label is
-// value, in reg.
+// value (value empty: the series without labels), in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -309,7 +309,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) fl
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == value {
+			if (value == "" && len(m.GetLabel()) == 0) || (len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == value) {
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -553,10 +553,80 @@ func newPool(t *testing.T, size int) *renderworker.Pool {
 	if !renderworker.Available() {
 		t.Skip("render workers need Linux")
 	}
-	pool, err := renderworker.NewPool(renderworker.Options{Size: size, Logger: klog.Background()})
+	pool, err := renderworker.NewPool(renderworker.Options{Size: size, Logger: klog.Background(), MemoBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// liveNone is a Live with no children: a render given it may ask.
+type liveNone struct{}
+
+func (liveNone) Child(string, string) (*unstructured.Unstructured, bool) { return nil, false }
+func (liveNone) Ready(*unstructured.Unstructured) bool                   { return false }
+func (liveNone) Current(_, _ *unstructured.Unstructured) bool            { return true }
+
+// TestRenderReusedFromTheMemo renders the same request again through a
+// pool with its memo: the second render is answered without a worker,
+// equal to the first and a copy of its own; a change to the spec or the
+// status, or a render given live children, crosses the wall again.
+func TestRenderReusedFromTheMemo(t *testing.T) {
+	if !renderworker.Available() {
+		t.Skip("render workers need Linux")
+	}
+	reg := prometheus.NewRegistry()
+	m := renderworker.NewMetrics(reg)
+	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background(), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	_, sets, err := reload.Source{Path: "testdata/stencil.yaml", Wall: pool}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sets[0]
+	reused := func() float64 { return counterValue(t, reg, "stencil_renders_reused_total", "") }
+	render := func(o *view.Object, live templates.Live) *templates.Result {
+		t.Helper()
+		r, err := s.RenderWith(o, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	spec := func() map[string]any {
+		return map[string]any{"ratio": 2.0, "a": "x", "b": int64(3), "c": map[string]any{"d": "e", "f": "g"}}
+	}
+
+	first := render(probe("same", spec()), nil)
+	second := render(probe("same", spec()), nil)
+	if got := reused(); got != 1 {
+		t.Fatalf("the same request twice: stencil_renders_reused_total = %v, want 1", got)
+	}
+	if !reflect.DeepEqual(first, second) {
+		t.Fatalf("the reused render differs:\n%#v\n%#v", first, second)
+	}
+	second.Children[0].SetLabels(map[string]string{"stamped": "yes"})
+	if third := render(probe("same", spec()), nil); third.Children[0].GetLabels()["stamped"] != "" {
+		t.Fatal("a reused render shares its children with an earlier one")
+	}
+	if got := reused(); got != 2 {
+		t.Fatalf("stencil_renders_reused_total = %v, want 2", got)
+	}
+
+	changed := spec()
+	changed["ratio"] = 3.0
+	if r := render(probe("same", changed), nil); r.Children[0].Object["data"].(map[string]any)["ratio"] != "3" {
+		t.Fatalf("a changed spec rendered %v", r.Children[0].Object["data"])
+	}
+	withStatus := probe("same", spec())
+	withStatus.Status = map[string]any{"phase": "Ready"}
+	render(withStatus, nil)
+	render(probe("same", spec()), liveNone{})
+	if got := reused(); got != 2 {
+		t.Fatalf("a changed spec, a changed status and a render with live children: stencil_renders_reused_total = %v, want 2 (none reused)", got)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -292,18 +293,24 @@ func appendValue(buf *bytes.Buffer, v any) error {
 		}
 		buf.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
 	case map[string]any:
+		// Keys in order, as json.Marshal writes them: the same value is
+		// the same bytes on every call, which the memo of renders keys on
+		// (memo.go) and a reader of the frames can compare.
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
 		buf.WriteByte('{')
-		first := true
-		for k, e := range x {
-			if !first {
+		for i, k := range keys {
+			if i > 0 {
 				buf.WriteByte(',')
 			}
-			first = false
 			if err := appendString(buf, k); err != nil {
 				return err
 			}
 			buf.WriteByte(':')
-			if err := appendValue(buf, e); err != nil {
+			if err := appendValue(buf, x[k]); err != nil {
 				return err
 			}
 		}
@@ -358,6 +365,14 @@ func plainASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// parseResult reads a result frame's body; fromResult decodes what it
+// holds.
+func parseResult(body []byte) (result, error) {
+	var res result
+	err := json.Unmarshal(body, &res)
+	return res, err
 }
 
 // encodeResult is json.Marshal(res) without validating again the

@@ -37,7 +37,7 @@ func loadTwoWorkers() (*twoWorkers, error) {
 			var loaded [2][]*templates.Set
 			var conf *config.Config
 			for i := range loaded {
-				pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background()})
+				pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background(), MemoBytes: -1})
 				if err != nil {
 					twoErr = err
 					return
