@@ -87,7 +87,7 @@ monitoring-check: promtool ## Check and unit-test deploy/monitoring's alert rule
 	bin/promtool test rules deploy/monitoring/rules_test.yaml
 
 # Fuzz targets for make fuzz, each PACKAGE:TARGET, and how long each runs.
-FUZZ ?= ./renderworker:FuzzWall ./renderworker:FuzzEncodeString ./renderworker:FuzzSameInTwoWorkers ./templates:FuzzRenderBudget ./templates/chart:FuzzChartBudget ./templates/chart:FuzzChartShape ./templates/chart:FuzzChartSecret ./templates:FuzzRenderHostileValues ./templates:FuzzRender ./config:FuzzParseConfig ./templates:FuzzReadsStayInTheNamespace ./templates/chart:FuzzSplitDocumentsAsHelm ./templates:FuzzChartMatchesHelm
+FUZZ ?= ./renderworker:FuzzWall ./renderworker:FuzzEncodeString ./renderworker:FuzzSameInTwoWorkers ./templates:FuzzRenderBudget ./templates/chart:FuzzChartBudget ./templates/chart:FuzzChartShape ./templates/chart:FuzzChartSecret ./templates:FuzzRenderHostileValues ./templates:FuzzRender ./config:FuzzParseConfig ./templates:FuzzReadsStayInTheNamespace ./templates/chart:FuzzSplitDocumentsAsHelm ./templates:FuzzChartMatchesHelm ./templates:FuzzSeesStatus
 FUZZTIME ?= 10m
 
 # The budget targets render under the default budget here (their seeds,

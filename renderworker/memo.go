@@ -14,8 +14,11 @@ import (
 // function or the clock reached (package funcs). So a request byte for
 // byte the same as one that rendered a moment ago is answered with that
 // render's result frame, decoded again, without a worker. That is what
-// the syncs of a new resource ask: its children's status events bring it
-// back two or three times within seconds, each time with the same view.
+// the syncs of a new resource ask: its children's status events, and the
+// event of stencil's own status patch, bring it back two or three times
+// within seconds, each time with the same view (the status, which the
+// patch changed, is in the request only where a template may read it:
+// templates.Set.Visible).
 //
 // The choice a newcomer may question: the memo keeps result frames, not
 // Results, and only for minutes. A decoded Result of a small resource

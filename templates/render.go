@@ -75,11 +75,14 @@ func (s *Set) withExecutor(parent *view.Object, f func(e *executor) error) (err 
 //
 // With a wall (SetWall), the render runs there, in a worker process the
 // kernel bounds; without one, in this process under the budget alone.
+// Either way it is given only what its templates can read of the
+// resource's status (Visible).
 func (s *Set) RenderWith(parent *view.Object, live Live) (*Result, error) {
+	if err := checkParent(parent); err != nil {
+		return nil, err
+	}
+	parent = s.Visible(parent)
 	if s.wall != nil {
-		if err := checkParent(parent); err != nil {
-			return nil, err
-		}
 		return s.wall.Render(s, parent, live)
 	}
 	return s.RenderHere(parent, live, nil)

@@ -99,6 +99,8 @@ type Set struct {
 	byName map[string]config.Template
 	// readsLive says a template reads live children or waits for another.
 	readsLive bool
+	// seesStatus says a template may read the resource's status (seen.go).
+	seesStatus bool
 	// chart renders a chart entry's children instead of templates
 	// (chartmode.go), with capabilities as .Capabilities.
 	chart        *chart.Chart
@@ -259,6 +261,9 @@ func LoadEntry(cfg *config.Config, e *entry.Entry, opts Options) (*Set, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// Read before the rewrites below: what the authors wrote decides
+	// what a render may read of the status.
+	s.seesStatus = seesStatus(root)
 	// Rewritten once all are parsed: a later file may redefine a block.
 	done := map[*parse.Tree]bool{}
 	for _, t := range root.Templates() {

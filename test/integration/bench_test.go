@@ -238,6 +238,8 @@ type run struct {
 	resync, restart int
 	events          int
 	syncs, renders  float64
+	// reused: of renders, those the wall's memo answered without a worker.
+	reused float64
 }
 
 func (r run) perResource(n int) string {
@@ -267,7 +269,8 @@ func (r run) perResource(n int) string {
 // Ready, the requests per resource by verb and resource through its
 // rate-limited client (events, sent by a client of their own, apart), heap
 // and RSS growth per resource, CPU seconds (the render workers' apart),
-// and syncs and renders per resource; for stencil also the writes of a
+// and syncs and renders per resource (and of those, the renders the
+// wall's memo answered without a worker); for stencil also the writes of a
 // forced resync and of a restart. Heap is the Go heap in use after a GC
 // (all run in this process); RSS growth is the process's, so it includes
 // what the first run left behind. stencil runs at the default verbosity,
@@ -341,7 +344,8 @@ func BenchmarkConverge(b *testing.B) {
 			delete(by, "PATCH events")
 			sr := run{name: "stencil", ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
 				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, workers: after.workers - before.workers,
-				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total")}
+				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total"),
+				reused: r.counterValue(b, "stencil_renders_reused_total")}
 
 			cnt.reset()
 			reconciles := r.counterValue(b, "stencil_reconcile_total")
@@ -400,7 +404,8 @@ func BenchmarkConverge(b *testing.B) {
 			delete(by, "PATCH events")
 			tr := run{name: name, ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
 				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, workers: after.workers - before.workers,
-				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total")}
+				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total"),
+				reused: r.counterValue(b, "stencil_renders_reused_total")}
 			r.stop(b)
 			b.Logf("%s: %d ServiceAccount reads (the identity's existence, cached 30 s), %d SubjectAccessReviews (WebApps read nothing a tenant names)",
 				name, accounts.Load(), by["POST subjectaccessreviews"])
@@ -430,10 +435,10 @@ func BenchmarkConverge(b *testing.B) {
 		b.Logf("stencil as the tenant/floor time to all Ready, the median of %d rounds: %.2fx", len(tenantRatios), tenantRatio)
 		b.ReportMetric(tenantRatio, "x-floor-tenant")
 		for _, r := range runs {
-			b.Logf("%-9s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s (%.1f of it in render workers); %.2f syncs and %.2f renders per resource",
+			b.Logf("%-9s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s (%.1f of it in render workers); %.2f syncs and %.2f renders per resource (%.2f reused)",
 				r.name, n, r.ready.Round(time.Millisecond), float64(r.writes)/float64(n), r.perResource(n),
 				float64(r.reads)/float64(n), float64(r.events)/float64(n), r.heap, r.rss, r.cpu.Seconds(), r.workers.Seconds(),
-				r.syncs/float64(n), r.renders/float64(n))
+				r.syncs/float64(n), r.renders/float64(n), r.reused/float64(n))
 		}
 		b.Logf("stencil/floor time to all Ready: %.2fx; stencil writes on resync %d, on restart %d", ratio, st.resync, st.restart)
 		b.ReportMetric(float64(n), "CRs")

@@ -319,7 +319,8 @@ func startSource(t testing.TB, cfg *rest.Config, cnt *counter, ns string, src st
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	// Renders go through the wall, as in stencil run: render workers are
 	// this test binary (TestMain serves as one).
-	wall, err := renderworker.NewPool(renderworker.Options{Size: 16, Logger: klog.FromContext(ctx)})
+	m := controller.NewMetrics()
+	wall, err := renderworker.NewPool(renderworker.Options{Size: 16, Logger: klog.FromContext(ctx), Metrics: renderworker.NewMetrics(m.Registry)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,6 @@ func startSource(t testing.TB, cfg *rest.Config, cnt *counter, ns string, src st
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
-	m := controller.NewMetrics()
 	opts := controller.Options{
 		Config: conf, Sets: sets, Dynamic: dyn, Metadata: metadata.NewForConfigOrDie(cfg), Kube: kube, Mapper: mapper, Metrics: m,
 		Namespace: ns, Workers: 4, ResyncPeriod: time.Hour,
