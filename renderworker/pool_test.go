@@ -44,12 +44,20 @@ func TestMain(m *testing.M) {
 // one worker: a replacement is the only way a later render succeeds.
 func load(t *testing.T, env ...string) (*templates.Set, *renderworker.Metrics, *prometheus.Registry) {
 	t.Helper()
+	return loadWith(t, renderworker.Options{Env: env, MemoBytes: -1})
+}
+
+// loadWith is load with the pool's other options as opts says (its size,
+// logger and metrics are load's).
+func loadWith(t *testing.T, opts renderworker.Options) (*templates.Set, *renderworker.Metrics, *prometheus.Registry) {
+	t.Helper()
 	if !renderworker.Available() {
 		t.Skip("render workers need Linux")
 	}
 	reg := prometheus.NewRegistry()
 	m := renderworker.NewMetrics(reg)
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background(), Metrics: m, Env: env, MemoBytes: -1})
+	opts.Size, opts.Logger, opts.Metrics = 1, klog.Background(), m
+	pool, err := renderworker.NewPool(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,21 +581,7 @@ func (liveNone) Current(_, _ *unstructured.Unstructured) bool            { retur
 // equal to the first and a copy of its own; a change to the spec or the
 // status, or a render given live children, crosses the wall again.
 func TestRenderReusedFromTheMemo(t *testing.T) {
-	if !renderworker.Available() {
-		t.Skip("render workers need Linux")
-	}
-	reg := prometheus.NewRegistry()
-	m := renderworker.NewMetrics(reg)
-	pool, err := renderworker.NewPool(renderworker.Options{Size: 1, Logger: klog.Background(), Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	_, sets, err := reload.Source{Path: "testdata/stencil.yaml", Wall: pool}.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sets[0]
+	s, _, reg := loadWith(t, renderworker.Options{})
 	reused := func() float64 { return counterValue(t, reg, "stencil_renders_reused_total", "") }
 	render := func(o *view.Object, live templates.Live) *templates.Result {
 		t.Helper()

@@ -93,16 +93,9 @@ func (sc *statusScan) node(n parse.Node, root bool) {
 		sc.node(n.List, root)
 		sc.node(n.ElseList, root)
 	case *parse.RangeNode:
-		// Inside, . is an element of what the pipeline gives: the
-		// resource only if the pipeline gives it, which the pipeline's
-		// own scan has said already.
-		sc.pipe(n.Pipe, root)
-		sc.node(n.List, false)
-		sc.node(n.ElseList, root)
+		sc.rebinds(&n.BranchNode, root)
 	case *parse.WithNode:
-		sc.pipe(n.Pipe, root)
-		sc.node(n.List, false)
-		sc.node(n.ElseList, root)
+		sc.rebinds(&n.BranchNode, root)
 	case *parse.TemplateNode:
 		// {{ template "x" . }}: the template called is scanned itself.
 		if n.Pipe != nil && !passesWhole(n.Pipe) {
@@ -111,6 +104,16 @@ func (sc *statusScan) node(n parse.Node, root bool) {
 	default:
 		sc.seen = true
 	}
+}
+
+// rebinds scans a range or a with. Inside, . is (an element of) what the
+// pipeline gives: the resource only if the pipeline gives it, which the
+// pipeline's own scan has said already. In the else branch . is as
+// outside.
+func (sc *statusScan) rebinds(b *parse.BranchNode, root bool) {
+	sc.pipe(b.Pipe, root)
+	sc.node(b.List, false)
+	sc.node(b.ElseList, root)
 }
 
 // pipe scans a pipeline in which . is the resource when root says so.

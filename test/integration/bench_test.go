@@ -156,6 +156,27 @@ type usage struct {
 	heap, rss uint64 // bytes
 	cpu       time.Duration
 	workers   time.Duration // of cpu, the render workers'
+	// plane is the CPU of the plane's processes: etcd, kube-apiserver,
+	// kube-controller-manager and kwok (what a controller's requests and
+	// watches cost the cluster).
+	plane time.Duration
+}
+
+// planeProcesses are the names (/proc/PID/comm) of the plane's processes.
+var planeProcesses = map[string]bool{"etcd": true, "kube-apiserver": true, "kube-controller": true, "kwok": true}
+
+// planeCPU is the CPU time the plane's processes used so far.
+func planeCPU() time.Duration {
+	var total time.Duration
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d + "/comm")
+		if err != nil || !planeProcesses[strings.TrimSpace(string(comm))] {
+			continue
+		}
+		total += childCPU(filepath.Base(d))
+	}
+	return total
 }
 
 func measure() usage {
@@ -190,6 +211,7 @@ func measure() usage {
 		u.workers += childCPU(k)
 	}
 	u.cpu += u.workers
+	u.plane = planeCPU()
 	return u
 }
 
@@ -240,6 +262,10 @@ type run struct {
 	syncs, renders  float64
 	// reused: of renders, those the wall's memo answered without a worker.
 	reused float64
+	// written is when the last child write was sent, from the first create.
+	written time.Duration
+	// plane is the CPU the plane used meanwhile.
+	plane time.Duration
 }
 
 func (r run) perResource(n int) string {
@@ -262,13 +288,15 @@ func (r run) perResource(n int) string {
 // (100 QPS, burst 150): the floor, stencil, the floor, then
 // STENCIL_BENCH_ROUNDS times (default 2) stencil writing as the tenant
 // (identity: {tenant: builder}) and the floor, each run's namespace deleted
-// before the next. Each stencil run compares with the mean of the floors
-// on either side of it, as the plane's pace drifts by up to 15% from one
-// run to the next; the tenant's figure is the median of its rounds. For
-// each run it prints the time from the first create to all N WebApps
-// Ready, the requests per resource by verb and resource through its
+// before the next and the plane left to go quiet (waitQuiet). Each stencil
+// run compares with the mean of the floors on either side of it, as the
+// plane's pace drifts by up to 15% from one run to the next; the tenant's
+// figure is the median of its rounds. For each run it prints the time from
+// the first create to all N WebApps Ready and to the last child write, the
+// requests per resource by verb and resource through its
 // rate-limited client (events, sent by a client of their own, apart), heap
-// and RSS growth per resource, CPU seconds (the render workers' apart),
+// and RSS growth per resource, CPU seconds (the render workers' apart, and
+// the plane's: etcd, kube-apiserver, the controller manager and kwok),
 // and syncs and renders per resource (and of those, the renders the
 // wall's memo answered without a worker); for stencil also the writes of a
 // forced resync and of a restart. Heap is the Go heap in use after a GC
@@ -288,6 +316,7 @@ func BenchmarkConverge(b *testing.B) {
 	for b.Loop() {
 		stamp := time.Now().UnixNano() % 1000000
 		var runs []run
+		waitQuiet(b)
 
 		// The floor, measured before stencil and again after it: the
 		// plane's pace drifts over minutes (the controller manager and
@@ -317,8 +346,8 @@ func BenchmarkConverge(b *testing.B) {
 			// Deployments, ReplicaSets and pods would otherwise still
 			// load the controller manager, kwok and the API server.
 			deleteNamespace(ctx, b, admin, ns)
-			return run{name: name, ready: ready, by: by, writes: writes, reads: int(cnt.reads.Load()),
-				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
+			return run{name: name, ready: ready, written: cnt.lastWrite(childWrites...).Sub(began), by: by, writes: writes, reads: int(cnt.reads.Load()),
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, plane: after.plane - before.plane}
 		}
 		runs = append(runs, floor("floor-0"))
 
@@ -342,8 +371,8 @@ func BenchmarkConverge(b *testing.B) {
 			events := by["POST events"] + by["PATCH events"]
 			delete(by, "POST events")
 			delete(by, "PATCH events")
-			sr := run{name: "stencil", ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
-				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, workers: after.workers - before.workers,
+			sr := run{name: "stencil", ready: ready, written: cnt.lastWrite(childWrites...).Sub(began), by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, plane: after.plane - before.plane, workers: after.workers - before.workers,
 				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total"),
 				reused: r.counterValue(b, "stencil_renders_reused_total")}
 
@@ -402,8 +431,8 @@ func BenchmarkConverge(b *testing.B) {
 			events := by["POST events"] + by["PATCH events"]
 			delete(by, "POST events")
 			delete(by, "PATCH events")
-			tr := run{name: name, ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
-				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, workers: after.workers - before.workers,
+			tr := run{name: name, ready: ready, written: cnt.lastWrite(childWrites...).Sub(began), by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, plane: after.plane - before.plane, workers: after.workers - before.workers,
 				syncs: r.counterValue(b, "stencil_reconcile_total"), renders: r.counterValue(b, "stencil_renders_total"),
 				reused: r.counterValue(b, "stencil_renders_reused_total")}
 			r.stop(b)
@@ -435,9 +464,9 @@ func BenchmarkConverge(b *testing.B) {
 		b.Logf("stencil as the tenant/floor time to all Ready, the median of %d rounds: %.2fx", len(tenantRatios), tenantRatio)
 		b.ReportMetric(tenantRatio, "x-floor-tenant")
 		for _, r := range runs {
-			b.Logf("%-9s %d WebApps Ready in %s; %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s (%.1f of it in render workers); %.2f syncs and %.2f renders per resource (%.2f reused)",
-				r.name, n, r.ready.Round(time.Millisecond), float64(r.writes)/float64(n), r.perResource(n),
-				float64(r.reads)/float64(n), float64(r.events)/float64(n), r.heap, r.rss, r.cpu.Seconds(), r.workers.Seconds(),
+			b.Logf("%-9s %d WebApps Ready in %s (the last child written at %s); %.2f requests per resource through its client (%s), %.2f reads per resource; %.2f events per resource; heap +%.1f KiB and RSS +%.1f KiB per resource; %.1f CPU s (%.1f of it in render workers), the plane %.1f CPU s; %.2f syncs and %.2f renders per resource (%.2f reused)",
+				r.name, n, r.ready.Round(time.Millisecond), r.written.Round(time.Millisecond), float64(r.writes)/float64(n), r.perResource(n),
+				float64(r.reads)/float64(n), float64(r.events)/float64(n), r.heap, r.rss, r.cpu.Seconds(), r.workers.Seconds(), r.plane.Seconds(),
 				r.syncs/float64(n), r.renders/float64(n), r.reused/float64(n))
 		}
 		b.Logf("stencil/floor time to all Ready: %.2fx; stencil writes on resync %d, on restart %d", ratio, st.resync, st.restart)
@@ -503,7 +532,7 @@ func BenchmarkDependsOn(b *testing.B) {
 			delete(by, "POST events")
 			delete(by, "PATCH events")
 			rn := run{name: c.name, ready: ready, by: by, writes: writes - events, reads: int(cnt.reads.Load()), events: events,
-				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu}
+				heap: kib(after.heap, before.heap, n), rss: kib(after.rss, before.rss, n), cpu: after.cpu - before.cpu, plane: after.plane - before.plane}
 			r.stop(b)
 			cnt.reset()
 			r = startWorkers(b, base, cnt, ns, c.config, 2)
@@ -542,6 +571,36 @@ func deleteNamespace(ctx context.Context, b *testing.B, dyn dynamic.Interface, n
 		}
 		return false, err
 	})
+	waitQuiet(b)
+}
+
+// waitQuiet waits until the plane is quiet: its processes (planeCPU)
+// under a tenth of a core for 3 seconds in a row, or 3 minutes passed.
+// The namespace of a run is gone well before the plane is done with it
+// (the controller manager's informers, etcd's compaction): a run started
+// at once pays for the one before it, and the floors of one benchmark
+// drifted from 34 s to 45 s run after run without it. Idle, the plane
+// uses about 3% of a core.
+func waitQuiet(b *testing.B) {
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	prev, quiet := planeCPU(), 0
+	for quiet < 3 {
+		if time.Since(start) > 3*time.Minute {
+			b.Logf("the plane was not quiet after %s; going on", time.Since(start).Round(time.Second))
+			return
+		}
+		<-tick.C
+		now := planeCPU()
+		if now-prev < 100*time.Millisecond {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		prev = now
+	}
+	b.Logf("the plane was quiet after %s", time.Since(start).Round(time.Second))
 }
 
 // writeHeapProfile writes the heap profile to $STENCIL_BENCH_HEAPPROFILE,
@@ -583,6 +642,10 @@ func writeHeapProfile(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// childWrites are the requests that write a WebApp's children, as counter
+// names them.
+var childWrites = []string{"PATCH deployments", "PATCH services", "POST deployments", "POST services"}
 
 // kib returns the growth from before to after in KiB per resource.
 func kib(after, before uint64, n int) float64 {

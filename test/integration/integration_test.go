@@ -57,6 +57,8 @@ const root = "../.."
 type counter struct {
 	mu       sync.Mutex
 	mutating map[string]int // "METHOD path-kind" -> count
+	// lastAt is when each "METHOD path-kind" was last sent.
+	lastAt   map[string]time.Time
 	byObject map[string]int // "resource/name" -> mutating requests
 	reads    atomic.Int64
 	dryRuns  atomic.Int64
@@ -91,6 +93,10 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 				c.byObject = map[string]int{}
 			}
 			c.mutating[r.Method+" "+resourceOf(r.URL.Path)]++
+			if c.lastAt == nil {
+				c.lastAt = map[string]time.Time{}
+			}
+			c.lastAt[r.Method+" "+resourceOf(r.URL.Path)] = time.Now()
 			object := objectOf(r.URL.Path)
 			if r.Method == http.MethodPost && r.GetBody != nil {
 				// A create names its object in the body.
@@ -116,9 +122,24 @@ func (c *counter) reset() {
 	defer c.mu.Unlock()
 	c.mutating = map[string]int{}
 	c.byObject = map[string]int{}
+	c.lastAt = nil
 	c.reads.Store(0)
 	c.dryRuns.Store(0)
 	c.watches.Store(0)
+}
+
+// lastWrite is when the last of the mutating requests keys names (each
+// "METHOD path-kind") was sent; zero when none was.
+func (c *counter) lastWrite(keys ...string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var last time.Time
+	for _, k := range keys {
+		if t := c.lastAt[k]; t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 // writesTo returns the mutating requests to one object, e.g. "deployments/x".
