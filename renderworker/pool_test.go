@@ -616,6 +616,11 @@ func TestRenderReusedFromTheMemo(t *testing.T) {
 	if r := render(probe("same", changed), nil); r.Children[0].Object["data"].(map[string]any)["ratio"] != "3" {
 		t.Fatalf("a changed spec rendered %v", r.Children[0].Object["data"])
 	}
+	// The probe's "deeper" helper hands . to int, so the set may read the
+	// status (templates.Set.Visible): a changed status is a new request.
+	if !s.SeesStatus() {
+		t.Fatal("the probe set does not see the status: a changed status would not reach the wall")
+	}
 	withStatus := probe("same", spec())
 	withStatus.Status = map[string]any{"phase": "Ready"}
 	render(withStatus, nil)
